@@ -1,0 +1,229 @@
+"""One way to call an LLM: cancel check, budgets, rate limit, retries with backoff, events, usage.
+
+Every caller in the engine (crew planner, agent planner, observer, steps, ReAct, synthesis) goes
+through ``LLMCaller.call`` so that limits and accounting hold everywhere alike.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.engine.llm import (
+    DeltaCallback,
+    Gateway,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    RetryableLLMError,
+)
+from agents.engine.runtime import CancelToken, Clock, EventEmitter, Usage
+from agents.engine.specs import Budget
+
+
+class BudgetExceeded(Exception):
+    """A limit would be passed by the next call; the run stops and keeps its partial results."""
+
+    def __init__(self, limit: str, used: float, allowed: float) -> None:
+        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g}")
+        self.limit = limit
+        self.used = used
+        self.allowed = allowed
+
+
+class RateLimiter:
+    """A sliding one-minute window of request start times; waits only until a slot frees."""
+
+    def __init__(self, rpm: int, clock: Clock) -> None:
+        self.rpm = rpm
+        self.clock = clock
+        self._starts: collections.deque[float] = collections.deque()
+
+    async def acquire(self, cancel: CancelToken | None = None) -> None:
+        while True:
+            now = self.clock.monotonic()
+            while self._starts and now - self._starts[0] >= 60.0:
+                self._starts.popleft()
+            if len(self._starts) < self.rpm:
+                self._starts.append(now)
+                return
+            wait = 60.0 - (now - self._starts[0])
+            if cancel is not None:
+                await cancel.race(self.clock.sleep(wait))
+            else:
+                await self.clock.sleep(wait)
+
+
+@dataclass
+class RateLimiters:
+    """One limiter per LLM key, shared by every caller in the process that holds this object."""
+
+    clock: Clock
+    _by_key: dict[tuple[str, int], RateLimiter] = field(default_factory=dict)
+
+    def get(self, key: str, rpm: int | None) -> RateLimiter | None:
+        if not rpm:
+            return None
+        limiter = self._by_key.get((key, rpm))
+        if limiter is None:
+            limiter = self._by_key[(key, rpm)] = RateLimiter(rpm, self.clock)
+        return limiter
+
+
+@dataclass(slots=True)
+class BudgetScope:
+    """A budget and the usage it is measured against (the crew's run, or one agent)."""
+
+    budget: Budget
+    usage: Usage
+    name: str = "crew"
+
+
+def check_budget(scope: BudgetScope, *, next_input_tokens: int = 0, tool_call: bool = False) -> None:
+    b, u = scope.budget, scope.usage
+    if tool_call:
+        if b.max_tool_calls is not None and u.tool_calls + 1 > b.max_tool_calls:
+            raise BudgetExceeded("max_tool_calls", u.tool_calls, b.max_tool_calls)
+        return
+    if b.max_tokens is not None and u.total_tokens >= b.max_tokens:
+        raise BudgetExceeded("max_tokens", u.total_tokens, b.max_tokens)
+    if b.max_cost_usd is not None and u.cost_usd >= b.max_cost_usd:
+        raise BudgetExceeded("max_cost_usd", round(u.cost_usd, 6), b.max_cost_usd)
+    if b.max_input_tokens is not None and u.prompt_tokens + next_input_tokens > b.max_input_tokens:
+        raise BudgetExceeded("max_input_tokens", u.prompt_tokens + next_input_tokens, b.max_input_tokens)
+
+
+def estimate_tokens(request: LLMRequest) -> int:
+    """A cheap upper-ish estimate (4 characters a token) used only for the input-token budget."""
+    chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+    return chars // 4 + 1
+
+
+@dataclass
+class LLMCaller:
+    gateway: Gateway
+    emit: EventEmitter
+    cancel: CancelToken
+    clock: Clock
+    usage: Usage
+    limiters: RateLimiters
+    budget: Budget = field(default_factory=Budget)
+    backoff_base: float = 0.5
+    backoff_cap: float = 20.0
+
+    def with_emitter(self, emit: EventEmitter) -> LLMCaller:
+        return LLMCaller(
+            gateway=self.gateway,
+            emit=emit,
+            cancel=self.cancel,
+            clock=self.clock,
+            usage=self.usage,
+            limiters=self.limiters,
+            budget=self.budget,
+            backoff_base=self.backoff_base,
+            backoff_cap=self.backoff_cap,
+        )
+
+    def scopes(self, extra: BudgetScope | None) -> list[BudgetScope]:
+        found = [BudgetScope(self.budget, self.usage, "crew")]
+        if extra is not None:
+            found.append(extra)
+        return found
+
+    async def check(self, extra: BudgetScope | None = None, *, next_input_tokens: int = 0, tool_call: bool = False) -> None:
+        """Raise ``BudgetExceeded`` (after emitting ``budget.exceeded``) if a scope is spent."""
+        for scope in self.scopes(extra):
+            try:
+                check_budget(scope, next_input_tokens=next_input_tokens, tool_call=tool_call)
+            except BudgetExceeded as exc:
+                await self.emit("budget.exceeded", {"limit": exc.limit, "used": exc.used, "allowed": exc.allowed})
+                raise
+
+    async def call(
+        self,
+        request: LLMRequest,
+        *,
+        step_id: str | None = None,
+        scope: BudgetScope | None = None,
+        on_delta: DeltaCallback | None = None,
+    ) -> LLMResponse:
+        """Send ``request`` once, retrying retryable errors up to ``llm.max_retries`` times."""
+        llm = request.llm
+        attempts = llm.max_retries + 1
+        limiter = self.limiters.get(llm.key, llm.rpm)
+        for attempt in range(1, attempts + 1):
+            self.cancel.raise_if_cancelled()
+            await self.check(scope, next_input_tokens=estimate_tokens(request))
+            if limiter is not None:
+                await limiter.acquire(self.cancel)
+            self.cancel.raise_if_cancelled()
+            await self.emit("llm.started", {"model": llm.model, "purpose": request.purpose}, step_id=step_id)
+            started = self.clock.monotonic()
+            delta_cb = on_delta
+            if request.stream and on_delta is None:
+                delta_cb = self._delta_emitter(step_id)
+            try:
+                response = await self.cancel.race(self.gateway.complete(request, on_delta=delta_cb))
+            except RetryableLLMError as exc:
+                retrying = attempt < attempts
+                await self.emit(
+                    "llm.failed",
+                    {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": retrying, "attempt": attempt},
+                    step_id=step_id,
+                )
+                if not retrying:
+                    raise
+                delay = exc.retry_after if exc.retry_after is not None else self.backoff_base * (2 ** (attempt - 1))
+                await self.cancel.race(self.clock.sleep(min(delay, self.backoff_cap)))
+                continue
+            except LLMError as exc:
+                await self.emit(
+                    "llm.failed",
+                    {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": False, "attempt": attempt},
+                    step_id=step_id,
+                )
+                raise
+            latency_ms = response.latency_ms or int((self.clock.monotonic() - started) * 1000)
+            response.latency_ms = latency_ms
+            cost = response.cost_usd or 0.0
+            for s in self.scopes(scope):
+                s.usage.prompt_tokens += response.prompt_tokens
+                s.usage.completion_tokens += response.completion_tokens
+                s.usage.cost_usd += cost
+                s.usage.llm_calls += 1
+            await self.emit(
+                "llm.completed",
+                {
+                    "model": llm.model,
+                    "purpose": request.purpose,
+                    "prompt_tokens": response.prompt_tokens,
+                    "completion_tokens": response.completion_tokens,
+                    "cost_usd": response.cost_usd,
+                    "latency_ms": latency_ms,
+                },
+                step_id=step_id,
+            )
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _delta_emitter(self, step_id: str | None) -> DeltaCallback:
+        async def on_delta(text: str) -> None:
+            await self.emit("llm.delta", {"text": text}, step_id=step_id)
+
+        return on_delta
+
+    async def count_tool_call(self, scope: BudgetScope | None = None) -> None:
+        """Check the tool-call budgets, then count one tool call against every scope."""
+        self.cancel.raise_if_cancelled()
+        await self.check(scope, tool_call=True)
+        for s in self.scopes(scope):
+            s.usage.tool_calls += 1
+
+
+def make_caller(gateway: Gateway, emit: EventEmitter, *, cancel: CancelToken, clock: Clock, usage: Usage,
+                limiters: RateLimiters | None = None, budget: Budget | None = None, **kw: Any) -> LLMCaller:
+    return LLMCaller(
+        gateway=gateway, emit=emit, cancel=cancel, clock=clock, usage=usage,
+        limiters=limiters or RateLimiters(clock), budget=budget or Budget(), **kw,
+    )

@@ -1,0 +1,200 @@
+"""What a running agent is given: cancel token, clock, human interface, and the context bundle."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from agents.engine.events import Event, EventSink
+
+T = TypeVar("T")
+
+
+class Cancelled(Exception):
+    """The run was stopped: nothing more may be sent to an LLM or a tool."""
+
+
+class CancelToken:
+    """A cancel flag that can also abort an awaited call in flight.
+
+    ``cancel()`` may be called from any thread; waiters on the engine's loop wake at once.
+    """
+
+    def __init__(self) -> None:
+        self._cancelled = False
+        self.reason = ""
+        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self.reason = reason
+        for loop, fut in list(self._waiters):
+            loop.call_soon_threadsafe(_resolve, fut)
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancelled:
+            raise Cancelled(self.reason)
+
+    async def race(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` unless cancellation comes first; then abandon it and raise."""
+        self.raise_if_cancelled()
+        loop = asyncio.get_running_loop()
+        work: asyncio.Future[T] = asyncio.ensure_future(awaitable)
+        stop: asyncio.Future[None] = loop.create_future()
+        entry = (loop, stop)
+        self._waiters.add(entry)
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._waiters.discard(entry)
+        if work.done():
+            return work.result()
+        work.cancel()
+        try:
+            await work
+        except BaseException:  # noqa: BLE001 - the abandoned call's fate no longer matters
+            pass
+        raise Cancelled(self.reason)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class FakeClock:
+    """A clock tests move by hand; ``sleep`` advances it instantly."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += max(0.0, seconds)
+        await asyncio.sleep(0)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass(slots=True)
+class ApprovalDecision:
+    approve: bool
+    note: str = ""
+
+
+class HumanInterface(Protocol):
+    """How the engine asks a person; the Django side implements it with the database."""
+
+    async def request_feedback(self, *, task_key: str, answer: str) -> str:
+        """Return the person's feedback; an empty string accepts the answer."""
+        ...
+
+    async def request_approval(self, *, approval_id: str, tool: str, args: dict[str, Any]) -> ApprovalDecision: ...
+
+
+class AutoApprove:
+    """Approves every tool call and accepts every answer (runs with nobody watching, tests)."""
+
+    async def request_feedback(self, *, task_key: str, answer: str) -> str:
+        return ""
+
+    async def request_approval(self, *, approval_id: str, tool: str, args: dict[str, Any]) -> ApprovalDecision:
+        return ApprovalDecision(approve=True)
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    llm_calls: int = 0
+    tool_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost_usd += other.cost_usd
+        self.llm_calls += other.llm_calls
+        self.tool_calls += other.tool_calls
+
+
+@dataclass(slots=True)
+class EventEmitter:
+    """Stamps events with the clock and the current task before they reach the sink."""
+
+    sink: EventSink
+    clock: Clock
+    task_id: str | None = None
+
+    async def __call__(self, type_: str, data: dict[str, Any] | None = None, *, step_id: str | None = None) -> None:
+        await self.sink.emit(
+            Event(type=type_, data=data or {}, task_id=self.task_id, step_id=step_id, at=self.clock.monotonic())
+        )
+
+    def for_task(self, task_id: str | None) -> EventEmitter:
+        return EventEmitter(sink=self.sink, clock=self.clock, task_id=task_id)
+
+
+@dataclass
+class RunContext:
+    """Everything an agent run needs from outside, passed in: no globals.
+
+    ``llm`` is the ``agents.engine.calls.LLMCaller`` (retries, rate limits, budgets, events)
+    wrapping the gateway; ``usage`` accumulates across the whole run.
+    """
+
+    llm: Any  # agents.engine.calls.LLMCaller (typed loosely to avoid an import cycle)
+    emit: EventEmitter
+    cancel: CancelToken = field(default_factory=CancelToken)
+    clock: Clock = field(default_factory=SystemClock)
+    human: HumanInterface = field(default_factory=AutoApprove)
+    prompts: Any = None  # agents.engine.prompts.PromptBook; None = the built-in defaults
+    tools: Any = None  # agents.engine.tools.ToolRegistry; None = the built-in catalogue
+    usage: Usage = field(default_factory=Usage)
+    tool_cache: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def for_task(self, task_id: str | None) -> RunContext:
+        """A view of the same run whose events carry ``task_id``; usage and cache are shared."""
+        return RunContext(
+            llm=self.llm.with_emitter(self.emit.for_task(task_id)) if hasattr(self.llm, "with_emitter") else self.llm,
+            emit=self.emit.for_task(task_id),
+            cancel=self.cancel,
+            clock=self.clock,
+            human=self.human,
+            prompts=self.prompts,
+            tools=self.tools,
+            usage=self.usage,
+            tool_cache=self.tool_cache,
+        )
