@@ -124,6 +124,16 @@ DEFAULTS: dict[str, PromptDef] = {
             "gap (at most {max_steps} steps). End by saying READY or NOT READY.",
         ),
         PromptDef(
+            "agent_plan_json",
+            "Agent planning: answer format for models without tool calling",
+            (),
+            'Answer with JSON only, in this shape: {{"plan": "a one-line summary", "steps": '
+            '[{{"number": 1, "description": "...", "tool": null, "depends_on": []}}], '
+            '"ready": true}}. "tool" names the tool the step uses, or null; "depends_on" lists '
+            'the numbers of earlier steps whose results it needs; "ready" is false if you are '
+            "not ready to execute the plan.",
+        ),
+        PromptDef(
             "observe",
             "Agent planning: observe a step",
             ("description", "expected_output", "step", "result", "remaining_steps"),

@@ -1,0 +1,1 @@
+"""Agents app: LLM registry, prompt templates, tool catalogue, agents and their planning settings."""

@@ -1,0 +1,248 @@
+"""Writes of the agents app: LLMs and their keys, prompt templates, agents and planning configs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
+from django.utils.translation import gettext as _
+
+from agents.engine.prompts import DEFAULTS as PROMPT_DEFAULTS
+from agents.engine.prompts import PromptError, validate_template
+from agents.models import (
+    DEMO_MODEL,
+    LLM,
+    Agent,
+    PlanningConfig,
+    PromptTemplate,
+    PromptTemplateVersion,
+)
+from planner_site.audit import audit
+from planner_site.errors import Conflict, Forbidden
+from planner_site.roles import can_build, is_admin
+
+_UNSET: Any = object()
+LLM_FIELDS = (
+    "name", "model", "api_base", "params", "supports_tools", "context_window", "rpm_limit",
+    "input_price_per_1k", "output_price_per_1k",
+)
+AGENT_FIELDS = (
+    "name", "role", "goal", "backstory", "llm", "tools", "tool_options", "agent_type", "max_iter",
+    "max_rpm", "max_execution_time", "max_retry_limit", "respect_context_window", "planning",
+    "budget_max_tool_calls", "budget_max_input_tokens",
+)
+PLANNING_FIELDS = (
+    "reasoning_effort", "observe_steps", "max_attempts", "max_steps", "max_replans",
+    "max_step_iterations", "step_timeout", "llm", "system_prompt", "plan_prompt", "refine_prompt",
+)
+
+
+def _require_admin(actor: Any) -> None:
+    if not is_admin(actor):
+        raise Forbidden(_("Only an admin can change LLMs and prompts."))
+
+
+def _save(obj: Any, *, unique_field: str = "name") -> None:
+    obj.full_clean()
+    try:
+        with transaction.atomic():
+            obj.save()
+    except IntegrityError:
+        raise ValidationError({unique_field: _("This name is already taken.")}) from None
+
+
+# LLMs ----------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def llm_create(*, actor: Any, api_key: str | None = None, is_default: bool = False, **fields: Any) -> LLM:
+    """Admins add LLMs; the key is stored encrypted and never read back out."""
+    _require_admin(actor)
+    llm = LLM(**{k: v for k, v in fields.items() if k in LLM_FIELDS})
+    llm.set_api_key(api_key)
+    _save(llm)
+    if is_default:
+        llm_set_default(actor=actor, llm=llm)
+    audit(actor=actor, action="llm.created", target=llm, model=llm.model, key_set=llm.api_key_set)
+    return llm
+
+
+@transaction.atomic
+def llm_update(*, actor: Any, llm: LLM, api_key: str | None = _UNSET, is_default: bool | None = None, **fields: Any) -> LLM:
+    """Omitting ``api_key`` keeps the stored key; an empty string clears it."""
+    _require_admin(actor)
+    if llm.builtin and "model" in fields and fields["model"] != llm.model:
+        raise ValidationError({"model": _("The built-in demo model cannot change its model.")})
+    for key, value in fields.items():
+        if key in LLM_FIELDS:
+            setattr(llm, key, value)
+    if api_key is not _UNSET:
+        llm.set_api_key(api_key)
+        audit(actor=actor, action="llm.key_changed" if api_key else "llm.key_cleared", target=llm)
+    _save(llm)
+    if is_default:
+        llm_set_default(actor=actor, llm=llm)
+    elif is_default is False and llm.is_default:
+        llm.is_default = False
+        llm.save(update_fields=["is_default"])
+    audit(actor=actor, action="llm.updated", target=llm, fields=sorted(fields))
+    return llm
+
+
+@transaction.atomic
+def llm_set_default(*, actor: Any, llm: LLM) -> LLM:
+    """Exactly one LLM is the site default; it plans and runs whatever names no LLM."""
+    _require_admin(actor)
+    LLM.objects.filter(is_default=True).exclude(pk=llm.pk).update(is_default=False)
+    if not llm.is_default:
+        llm.is_default = True
+        llm.save(update_fields=["is_default"])
+    audit(actor=actor, action="llm.default_set", target=llm)
+    return llm
+
+
+def llm_delete(*, actor: Any, llm: LLM) -> None:
+    """An LLM still used by an agent, a crew or a planning config cannot be deleted."""
+    _require_admin(actor)
+    if llm.builtin:
+        raise Conflict(_("The built-in demo model cannot be deleted."), code="builtin")
+    if llm.is_default:
+        raise Conflict(_("Choose another default LLM before deleting this one."), code="in_use")
+    try:
+        with transaction.atomic():
+            audit(actor=actor, action="llm.deleted", target=llm, name=llm.name)
+            llm.delete()
+    except ProtectedError:
+        raise Conflict(_("This LLM is still used by agents or crews."), code="in_use") from None
+
+
+def llm_test(*, actor: Any, llm: LLM) -> dict[str, Any]:
+    """One tiny real completion; the error text never contains the key."""
+    import asyncio
+
+    from agents.bridge import llm_spec
+    from agents.engine.gateway import RoutingGateway
+    from agents.engine.llm import LLMError, LLMRequest
+
+    _require_admin(actor)
+    spec = llm_spec(llm).model_copy(update={"max_retries": 0, "stream": False, "timeout": 20})
+    request = LLMRequest(llm=spec, messages=[{"role": "user", "content": "Say OK."}], purpose="test")
+    started = time.monotonic()
+    try:
+        asyncio.run(RoutingGateway().complete(request))
+    except LLMError as exc:
+        return {"ok": False, "latency_ms": int((time.monotonic() - started) * 1000), "error": str(exc)}
+    return {"ok": True, "latency_ms": int((time.monotonic() - started) * 1000), "error": None}
+
+
+def llm_ensure_demo() -> LLM:
+    """The offline demo model exists on every install, and is the default until an admin picks one."""
+    llm, _created = LLM.objects.get_or_create(
+        model=DEMO_MODEL, builtin=True,
+        defaults={"name": "Offline demo model", "context_window": 32_000, "supports_tools": True},
+    )
+    if not LLM.objects.filter(is_default=True).exists():
+        LLM.objects.filter(pk=llm.pk).update(is_default=True)
+        llm.refresh_from_db()
+    return llm
+
+
+# Prompt templates ----------------------------------------------------------------------------
+
+
+def prompt_seed() -> int:
+    """Create a template with its default text as version 1 for every prompt the engine sends."""
+    created = 0
+    for key, definition in PROMPT_DEFAULTS.items():
+        template, _new = PromptTemplate.objects.get_or_create(key=key, defaults={"title": definition.title})
+        if not template.versions.exists():
+            PromptTemplateVersion.objects.create(template=template, number=1, text=definition.text)
+            created += 1
+    return created
+
+
+@transaction.atomic
+def prompt_update(*, actor: Any, key: str, text: str) -> PromptTemplateVersion:
+    """Saving a prompt adds a version; earlier versions never change."""
+    from agents.selectors import prompt_get
+
+    _require_admin(actor)
+    template, current = prompt_get(key=key)
+    if not text.strip():
+        raise ValidationError({"text": _("The prompt text cannot be empty.")})
+    try:
+        validate_template(key, text)
+    except PromptError as exc:
+        raise ValidationError({"text": str(exc)}) from None
+    version = PromptTemplateVersion.objects.create(
+        template=template, number=current.number + 1, text=text, created_by=actor
+    )
+    audit(actor=actor, action="prompt.updated", target=template, version=version.number)
+    return version
+
+
+def prompt_restore(*, actor: Any, key: str, number: int) -> PromptTemplateVersion:
+    """Restoring an old version saves its text as a new version."""
+    from agents.selectors import prompt_versions
+
+    old = prompt_versions(key=key).filter(number=number).first()
+    if old is None:
+        from planner_site.errors import NotFound
+
+        raise NotFound(_("Prompt %(key)s has no version %(n)s.") % {"key": key, "n": number})
+    return prompt_update(actor=actor, key=key, text=old.text)
+
+
+# Agents --------------------------------------------------------------------------------------
+
+
+def _require_builder(actor: Any) -> None:
+    if not can_build(actor):
+        raise Forbidden(_("Your role cannot create or change agents and crews."))
+
+
+def _apply_planning(agent: Agent, planning_config: dict[str, Any] | None) -> None:
+    if planning_config is None:
+        PlanningConfig.objects.filter(agent=agent).delete()
+        return
+    config = PlanningConfig.objects.filter(agent=agent).first() or PlanningConfig(agent=agent)
+    for key, value in planning_config.items():
+        if key in PLANNING_FIELDS:
+            setattr(config, key, "" if value is None and key.endswith("prompt") else value)
+    try:
+        config.full_clean()
+    except ValidationError as exc:
+        raise ValidationError({f"planning_config.{k}": v for k, v in exc.message_dict.items()}) from None
+    config.save()
+
+
+@transaction.atomic
+def agent_create(*, actor: Any, planning_config: dict[str, Any] | None = None, **fields: Any) -> Agent:
+    """Builders create agents they own."""
+    _require_builder(actor)
+    agent = Agent(owner=actor, **{k: v for k, v in fields.items() if k in AGENT_FIELDS})
+    _save(agent)
+    if planning_config is not None:
+        _apply_planning(agent, planning_config)
+    return agent
+
+
+@transaction.atomic
+def agent_update(*, actor: Any, agent: Agent, planning_config: dict[str, Any] | None = _UNSET, **fields: Any) -> Agent:
+    """``planning_config=None`` turns planning off; omitting it keeps it."""
+    _require_builder(actor)
+    for key, value in fields.items():
+        if key in AGENT_FIELDS:
+            setattr(agent, key, value)
+    _save(agent)
+    if planning_config is not _UNSET:
+        _apply_planning(agent, planning_config)
+    return agent
+
+
+def agent_delete(*, actor: Any, agent: Agent) -> None:
+    _require_builder(actor)
+    agent.delete()

@@ -1,0 +1,69 @@
+"""Admin screens of the crews app (runs and events are read-only: they are a record)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+
+from crews.models import Crew, Plan, PlanVersion, Run, RunEvent, RunTask, Task
+
+
+class TaskInline(admin.StackedInline):
+    model = Task
+    extra = 0
+    filter_horizontal = ["context"]
+
+
+@admin.register(Crew)
+class CrewAdmin(admin.ModelAdmin):
+    list_display = ["name", "owner", "process", "planning", "shared"]
+    list_filter = ["process", "planning", "shared"]
+    search_fields = ["name"]
+    filter_horizontal = ["agents"]
+    inlines = [TaskInline]
+
+
+class PlanVersionInline(admin.TabularInline):
+    model = PlanVersion
+    extra = 0
+    readonly_fields = ["number", "note", "created_by", "created_at"]
+    can_delete = False
+
+
+@admin.register(Plan)
+class PlanAdmin(admin.ModelAdmin):
+    list_display = ["id", "crew", "status", "version", "created_at"]
+    list_filter = ["status"]
+    inlines = [PlanVersionInline]
+    readonly_fields = ["prompt_tokens", "completion_tokens", "cost_usd"]
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+class RunTaskInline(ReadOnlyInline):
+    model = RunTask
+
+
+class RunEventInline(ReadOnlyInline):
+    model = RunEvent
+    fields = ["seq", "type", "task_id", "step_id", "at"]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "crew", "agent", "status", "created_by", "created_at", "cost_usd"]
+    list_filter = ["status"]
+    inlines = [RunTaskInline, RunEventInline]
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False

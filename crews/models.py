@@ -1,0 +1,284 @@
+"""Data of the crews app: crews and tasks, plans with immutable versions, runs and their events."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from agents.models import LLM, Agent
+
+
+class Crew(models.Model):
+    class Process(models.TextChoices):
+        SEQUENTIAL = "sequential", _("Sequential: tasks in order")
+        HIERARCHICAL = "hierarchical", _("Hierarchical: a manager delegates")
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="crews")
+    name = models.CharField(_("name"), max_length=100)
+    description = models.TextField(_("description"), blank=True)
+    process = models.CharField(
+        _("process"), max_length=20, choices=Process.choices, default=Process.SEQUENTIAL
+    )
+    manager_llm = models.ForeignKey(
+        LLM, verbose_name=_("manager LLM"), null=True, blank=True, on_delete=models.PROTECT,
+        related_name="+",
+    )
+    agents = models.ManyToManyField(Agent, verbose_name=_("agents"), related_name="crews", blank=True)
+    planning = models.BooleanField(_("draft a plan before running"), default=False)
+    planning_llm = models.ForeignKey(
+        LLM, verbose_name=_("planning LLM"), null=True, blank=True, on_delete=models.PROTECT,
+        related_name="+", help_text=_("Empty: the site default."),
+    )
+    review_plan = models.BooleanField(
+        _("pause for plan approval"), default=False,
+        help_text=_("When a run drafts its own plan, wait for someone to approve it."),
+    )
+    run_without_plan_on_failure = models.BooleanField(
+        _("run without a plan if planning fails"), default=False
+    )
+    max_rpm = models.PositiveIntegerField(
+        _("max requests per minute"), null=True, blank=True, validators=[MinValueValidator(1)]
+    )
+    budget_max_tokens = models.PositiveIntegerField(
+        _("token budget"), null=True, blank=True, validators=[MinValueValidator(1)]
+    )
+    budget_max_cost_usd = models.DecimalField(
+        _("cost budget (USD)"), max_digits=10, decimal_places=4, null=True, blank=True,
+        validators=[MinValueValidator(Decimal("0.0001"))],
+    )
+    default_inputs = models.JSONField(_("default inputs"), default=dict, blank=True)
+    shared = models.BooleanField(
+        _("shared"), default=False, help_text=_("Everyone signed in can view it and its runs.")
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="unique_crew_name_per_owner")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Task(models.Model):
+    crew = models.ForeignKey(Crew, on_delete=models.CASCADE, related_name="tasks")
+    order = models.PositiveIntegerField(default=0)
+    name = models.CharField(_("name"), max_length=100)
+    description = models.TextField(_("description"))
+    expected_output = models.TextField(_("expected output"))
+    agent = models.ForeignKey(
+        Agent, verbose_name=_("agent"), null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="tasks",
+    )
+    context = models.ManyToManyField(
+        "self", verbose_name=_("uses the output of"), symmetrical=False, blank=True,
+        related_name="used_by",
+    )
+    async_execution = models.BooleanField(_("run alongside the next tasks"), default=False)
+    human_input = models.BooleanField(_("ask a person to review the answer"), default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["crew", "order", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Plan(models.Model):
+    """A crew plan; every saved edit is a new immutable ``PlanVersion``."""
+
+    class Status(models.TextChoices):
+        GENERATING = "generating", _("Drafting")
+        DRAFT = "draft", _("Draft")
+        APPROVED = "approved", _("Approved")
+        FAILED = "failed", _("Failed")
+        SUPERSEDED = "superseded", _("Superseded")
+
+    crew = models.ForeignKey(Crew, on_delete=models.CASCADE, related_name="plans")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.GENERATING)
+    version = models.PositiveIntegerField(default=0)  # the current version's number
+    approved_version = models.PositiveIntegerField(null=True, blank=True)
+    inputs = models.JSONField(default=dict, blank=True)
+    llm = models.ForeignKey(LLM, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    error = models.TextField(blank=True)
+    next_step_uid = models.PositiveIntegerField(default=1)  # step ids are stable across versions
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"plan {self.pk} v{self.version} of {self.crew}"
+
+
+class PlanVersion(models.Model):
+    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    note = models.CharField(max_length=200, blank=True)  # "drafted", "edited", "restored v2", ...
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["plan", "-number"]
+        constraints = [models.UniqueConstraint(fields=["plan", "number"], name="unique_plan_version")]
+
+    def __str__(self) -> str:
+        return f"plan {self.plan_id} v{self.number}"
+
+
+class PlanStep(models.Model):
+    version = models.ForeignKey(PlanVersion, on_delete=models.CASCADE, related_name="steps")
+    uid = models.PositiveIntegerField()  # the step's stable id within its plan
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
+    order = models.PositiveIntegerField()
+    text = models.TextField()
+    pinned = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["version", "task__order", "task_id", "order"]
+        constraints = [models.UniqueConstraint(fields=["version", "uid"], name="unique_step_per_version")]
+
+    def __str__(self) -> str:
+        return self.text[:60]
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("Queued")
+        PLANNING = "planning", _("Planning")
+        AWAITING_APPROVAL = "awaiting_approval", _("Waiting for plan approval")
+        RUNNING = "running", _("Running")
+        AWAITING_INPUT = "awaiting_input", _("Waiting for you")
+        CANCELLING = "cancelling", _("Stopping")
+        SUCCEEDED = "succeeded", _("Succeeded")
+        FAILED = "failed", _("Failed")
+        CANCELLED = "cancelled", _("Stopped")
+        INTERRUPTED = "interrupted", _("Interrupted")
+
+    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+    ACTIVE = (Status.PLANNING, Status.RUNNING, Status.AWAITING_APPROVAL, Status.AWAITING_INPUT, Status.CANCELLING)
+
+    crew = models.ForeignKey(Crew, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    plan = models.ForeignKey(Plan, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    plan_version = models.PositiveIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    inputs = models.JSONField(default=dict, blank=True)
+    message = models.TextField(blank=True)  # for an agent kicked off directly
+    snapshot = models.JSONField(default=dict, blank=True)  # the crew's definition at kickoff
+    review_plan = models.BooleanField(default=False)
+    output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    llm_calls = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker_id = models.CharField(max_length=100, blank=True)
+    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    start_from_task = models.PositiveIntegerField(null=True, blank=True)  # a Task id
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["crew", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+
+class RunTask(models.Model):
+    """One task's result within a run, with its usage roll-up."""
+
+    class Status(models.TextChoices):
+        WAITING = "waiting", _("Waiting")
+        RUNNING = "running", _("Running")
+        DONE = "done", _("Done")
+        FAILED = "failed", _("Failed")
+        SKIPPED = "skipped", _("Skipped")
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="task_results")
+    task_id_snapshot = models.PositiveBigIntegerField()  # the Task id at kickoff
+    order = models.PositiveIntegerField()
+    name = models.CharField(max_length=100)
+    agent_name = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
+    output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    llm_calls = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "order"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "task_id_snapshot"], name="unique_task_per_run")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}: {self.name} ({self.status})"
+
+
+class RunEvent(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()  # gapless per run, from 1
+    type = models.CharField(max_length=50)
+    task_id = models.PositiveBigIntegerField(null=True, blank=True)
+    step_id = models.CharField(max_length=100, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class ToolApproval(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Waiting")
+        APPROVED = "approved", _("Approved")
+        DENIED = "denied", _("Denied")
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    approval_id = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100)
+    args = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    note = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "approval_id"], name="unique_approval")]
+
+    def __str__(self) -> str:
+        return f"{self.tool} ({self.status})"

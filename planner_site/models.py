@@ -1,0 +1,57 @@
+"""Site-wide data: API tokens (hashed) and the audit log."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(_("name"), max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, editable=False)  # shown so people can tell tokens apart
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+
+class AuditEvent(models.Model):
+    """Who changed keys, models, prompts or roles, and who started or stopped runs."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    action = models.CharField(max_length=50)  # llm.key_changed, prompt.updated, run.started, ...
+    target_type = models.CharField(max_length=50)
+    target_id = models.CharField(max_length=50, blank=True)
+    data = models.JSONField(default=dict, blank=True)  # never a secret
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.target_type}:{self.target_id}"
+
+
+class WorkerBeat(models.Model):
+    """A run worker's last sign of life (embedded or ``db_worker``), for /api/health."""
+
+    worker_id = models.CharField(max_length=100, unique=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.worker_id

@@ -1,0 +1,178 @@
+"""Crew Planner settings, read from the environment (see README.md for every variable)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext_lazy as _
+
+from planner_site.env import env_bool, env_int, env_list, env_str
+from planner_site.local_secrets import local_fernet_keys, local_secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("PLANNER_VAR_DIR", str(BASE_DIR / "var")))  # type: ignore[arg-type]
+
+# litellm fetches its price map from the internet at import unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# Production refuses to invent secrets; a local run generates them once into var/.
+PRODUCTION = env_bool("PLANNER_PRODUCTION", False)
+DEBUG = env_bool("DJANGO_DEBUG", False)
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+_fernet = env_list("PLANNER_SECRETS_KEYS", [])
+if PRODUCTION:
+    if not SECRET_KEY:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when PLANNER_PRODUCTION is on.")
+    if not _fernet:
+        raise ImproperlyConfigured("PLANNER_SECRETS_KEYS is required when PLANNER_PRODUCTION is on.")
+    if DEBUG:
+        raise ImproperlyConfigured("DJANGO_DEBUG must be off when PLANNER_PRODUCTION is on.")
+SECRET_KEY = SECRET_KEY or local_secret_key(VAR_DIR)
+# Fernet keys, newest first: the first encrypts, all decrypt (MultiFernet rotation).
+PLANNER_SECRETS_KEYS = _fernet or local_fernet_keys(VAR_DIR)
+
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",  # must come first so runserver serves ASGI (websockets)
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "django_tasks_db",
+    "ninja",  # serves Swagger UI's files locally instead of from a CDN
+    "planner_site",
+    "agents",
+    "crews",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "planner_site.middleware.SignInRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "planner_site.urls"
+ASGI_APPLICATION = "planner_site.asgi.application"
+WSGI_APPLICATION = "planner_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.template.context_processors.i18n",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "planner_site.context_processors.site",
+            ],
+        },
+    }
+]
+
+DATABASE_URL = env_str("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "planner.sqlite3",
+            # WAL lets the web process read while the worker writes; IMMEDIATE avoids
+            # "database is locked" on upgrade from read to write transactions.
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # redis-py 8 times idle sockets out after 5 s, the same as channels-redis's
+            # BZPOPMIN; a longer socket timeout keeps idle consumers alive.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default", "runs"]}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "crews:crew-list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", _("English")), ("pt-br", _("Português (Brasil)"))]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+# The embedded server serves static files itself (no separate web server in make run).
+PLANNER_SERVE_STATIC = env_bool("PLANNER_SERVE_STATIC", True)
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = PRODUCTION
+CSRF_COOKIE_SECURE = PRODUCTION
+SECURE_SSL_REDIRECT = PRODUCTION and env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31536000) if PRODUCTION else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
+SECURE_HSTS_PRELOAD = PRODUCTION
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if PRODUCTION else None
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("PLANNER_LOG_LEVEL", "INFO")},
+    "loggers": {
+        # litellm logs request details at DEBUG; never let those through.
+        "LiteLLM": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "django_tasks_db": {"level": "WARNING"},
+    },
+}
+
+# Product settings.
+PLANNER_RUN_HEARTBEAT_SECONDS = env_int("PLANNER_RUN_HEARTBEAT_SECONDS", 5)
+PLANNER_RUN_STALE_SECONDS = env_int("PLANNER_RUN_STALE_SECONDS", 30)
+PLANNER_HTTP_TOOL_ALLOWED_HOSTS = env_list("PLANNER_HTTP_TOOL_ALLOWED_HOSTS", [])
+PLANNER_KICKOFF_RATE_PER_MINUTE = env_int("PLANNER_KICKOFF_RATE_PER_MINUTE", 30)
