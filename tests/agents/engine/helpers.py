@@ -100,13 +100,15 @@ def make_ctx(
     budget: Budget | None = None,
     clock: FakeClock | None = None,
     task_id: str | None = None,
+    gateway: ScriptedGateway | None = None,
 ) -> tuple[RunContext, ScriptedGateway, RecordingSink, FakeClock]:
     """A RunContext wired to a ``ScriptedGateway`` through the real ``LLMCaller``.
 
     ``tools`` is a ``ToolRegistry`` (``None`` = the built-in catalogue); ``budget`` is the
-    crew-level budget the caller enforces.
+    crew-level budget the caller enforces; ``gateway`` replaces the one built from ``script``
+    (a subclass that hangs or checks requests, say).
     """
-    gateway = ScriptedGateway(script, default=default)
+    gateway = gateway if gateway is not None else ScriptedGateway(script, default=default)
     sink = RecordingSink()
     clock = clock or FakeClock()
     cancel = CancelToken()
