@@ -48,9 +48,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    # planner_site before django_tasks_db: its db_worker command (with a heartbeat) wins.
+    "planner_site",
     "django_tasks_db",
     "ninja",  # serves Swagger UI's files locally instead of from a CDN
-    "planner_site",
     "agents",
     "crews",
 ]

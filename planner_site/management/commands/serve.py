@@ -1,0 +1,72 @@
+"""manage.py serve: HTTP + websockets (Daphne) with run workers in the same process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from planner_site.worker import default_worker_id, make_worker, run_stop_hooks
+
+logger = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    help = "Serve Crew Planner on one port with its workers in the same process (Ctrl-C stops it)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--workers", type=int, default=4, help="Runs executed at once in this process (0: none)."
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        # Importing daphne.server installs Twisted's asyncio reactor: it must come first.
+        from asgiref.sync import sync_to_async
+        from daphne.endpoints import build_endpoint_description_strings
+        from daphne.server import Server
+        from twisted.internet import defer, reactor
+
+        from planner_site.asgi import application
+
+        workers = [make_worker(worker_id=default_worker_id(f"-{i}")) for i in range(opts["workers"])]
+        futures: list[asyncio.Future[Any]] = []
+
+        def start_workers() -> None:
+            # sync_to_async(thread_sensitive=False) gives each worker its own thread while keeping
+            # Daphne's loop as the loop its async_to_sync calls go back to: group_send on the
+            # in-memory channel layer then reaches this process's consumers at once.
+            for worker in workers:
+                futures.append(asyncio.ensure_future(sync_to_async(worker.run, thread_sensitive=False)()))
+            url = f"http://{opts['host']}:{opts['port']}/"
+            self.stdout.write(self.style.SUCCESS(f"Crew Planner is ready at {url}"), ending="\n")
+            self.stdout.flush()
+
+        def stop_workers() -> Any:
+            for worker in workers:
+                worker.stop()
+            run_stop_hooks()
+            if not futures:
+                return None
+            waiting = asyncio.gather(*futures, return_exceptions=True)
+            # Shutdown waits for the workers to finish their current step, but not forever.
+            bounded = asyncio.ensure_future(asyncio.wait_for(waiting, timeout=15))
+            return defer.Deferred.fromFuture(bounded).addErrback(lambda f: logger.warning("workers did not stop: %s", f))
+
+        reactor.callWhenRunning(start_workers)
+        reactor.addSystemEventTrigger("before", "shutdown", stop_workers)
+        endpoints = build_endpoint_description_strings(host=opts["host"], port=opts["port"])
+        logger.info("serving on %s with %d workers (debug=%s)", endpoints, len(workers), settings.DEBUG)
+        Server(
+            application=application,
+            endpoints=endpoints,
+            signal_handlers=True,
+            http_timeout=None,
+            websocket_timeout=86400,
+            application_close_timeout=10,
+            verbosity=1,
+        ).run()
