@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -13,11 +14,12 @@ from agents.engine.calls import BudgetExceeded, BudgetScope
 from agents.engine.llm import LLMError, LLMRequest, LLMResponse, Message, ToolsUnsupportedError
 from agents.engine.prompts import PromptBook, PromptError, render
 from agents.engine.react import build_task_messages, run_react_loop
-from agents.engine.runtime import Cancelled, RunContext
+from agents.engine.runtime import Cancelled, RunContext, Usage
 from agents.engine.specs import (
     PLAN_PROMPT_PLACEHOLDERS,
     REFINE_PROMPT_PLACEHOLDERS,
     AgentSpec,
+    Budget,
     PlanningConfigSpec,
     TaskSpec,
     ToolRef,
@@ -156,9 +158,11 @@ def extract_json_object(text: str, *keys: str) -> dict[str, Any] | None:
     return found.value if found else None
 
 
-def extract_json_array(text: str) -> list[Any] | None:
-    """The first JSON array in ``text`` (fences and surrounding prose tolerated)."""
-    found = _find_json(text, "[", lambda v: isinstance(v, list))
+def extract_json_array(
+    text: str, accept: Callable[[list[Any]], bool] | None = None
+) -> list[Any] | None:
+    """The first JSON array in ``text`` that ``accept`` likes (fences and prose tolerated)."""
+    found = _find_json(text, "[", lambda v: isinstance(v, list) and (accept is None or accept(v)))
     return found.value if found else None
 
 
@@ -782,6 +786,10 @@ class PlanAndAct:
                 step_id=step.id,
             )
 
+    @functools.cached_property
+    def system_for_steps(self) -> Message:
+        return build_task_messages(self.ctx, self.agent, self.task)[0]
+
     def step_messages(self, step: PlanStep) -> list[Message]:
         """A fresh conversation: persona, task, earlier tasks' outputs, the step, its inputs."""
         by_number = {s.number: s for s in self.steps}
@@ -803,7 +811,8 @@ class PlanAndAct:
             dependency_results="\n\n".join(blocks) if blocks else "None.",
             step=current,
         )
-        return [{"role": "user", "content": text}]
+        # ReAct's system prompt: the answer format, and the tool protocol in text mode.
+        return [self.system_for_steps, {"role": "user", "content": text}]
 
     # -- observation and decision ----------------------------------------------------------------
 
@@ -935,7 +944,8 @@ class PlanAndAct:
 
     async def skip_unfinished(self, reason: str) -> None:
         for step in self.steps:
-            if step.status in ("pending", "running"):
+            # A step that reported step.completed but was stopped before its review stays as is.
+            if step.status == "pending" or (step.status == "running" and step.outcome is None):
                 step.status = "skipped"
                 await self.emit(
                     "step.skipped",
@@ -1010,4 +1020,11 @@ async def run_plan_and_act(
     scope: BudgetScope | None = None,
 ) -> str:
     """Plan the task, execute and observe its steps, replan when the effort level says so."""
-    return await PlanAndAct(ctx, agent, task, config, scope).run()
+    return await PlanAndAct(ctx, agent, task, config, scope or agent_scope(agent)).run()
+
+
+def agent_scope(agent: AgentSpec) -> BudgetScope | None:
+    """The agent's own budget when a caller passed none (``run_agent`` always passes one)."""
+    if agent.budget == Budget():
+        return None
+    return BudgetScope(agent.budget, Usage(), "agent")

@@ -127,8 +127,9 @@ def test_plan_prompt_rejects_an_unknown_placeholder_and_names_it() -> None:
 
 def test_refine_prompt_rejects_placeholders_only_the_plan_prompt_offers() -> None:
     # {description} is allowed in plan_prompt but not in refine_prompt (as upstream).
-    PlanningConfigSpec(plan_prompt="{role} {goal} {backstory} {description} {expected_output} "
-                       "{tools} {max_steps}")
+    PlanningConfigSpec(
+        plan_prompt="{role} {goal} {backstory} {description} {expected_output} {tools} {max_steps}"
+    )
     with pytest.raises(ValidationError) as info:
         PlanningConfigSpec(refine_prompt="Refine {current_plan} for {description}")
 

@@ -1,0 +1,181 @@
+"""The plan-execute agent type (ENGINE.md §4): one JSON plan, a ReAct sub-loop per step, one merge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agents.engine.calls import BudgetExceeded, BudgetScope
+from agents.engine.llm import LLMError, LLMRequest, Message
+from agents.engine.planning import agent_scope, extract_json_array
+from agents.engine.prompts import PromptBook
+from agents.engine.react import build_task_messages, run_react_loop
+from agents.engine.runtime import Cancelled, RunContext
+from agents.engine.specs import AgentSpec, TaskSpec
+
+
+class PlanExecuteError(Exception):
+    """The agent failed: its plan could not be read, or one of its steps failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanExecuteStep:
+    id: str
+    number: int
+    action: str
+
+
+def parse_plan_array(text: str, *, task_key: str) -> list[PlanExecuteStep]:
+    """Steps from the first JSON array of ``[{"step": 1, "action": "..."}]`` in ``text``."""
+    # A citation such as "[1]" in the prose before the plan is not the plan.
+    items = extract_json_array(text, lambda v: not v or any(isinstance(i, (dict, str)) for i in v))
+    if items is None:
+        raise PlanExecuteError("plan-execute: failed to parse plan: the reply holds no JSON array")
+    if not items:
+        raise PlanExecuteError("plan-execute: planner returned empty plan")
+    actions: list[str] = []
+    for item in items:
+        if isinstance(item, str):
+            action: Any = item
+        elif isinstance(item, dict):
+            action = item.get("action", item.get("description", item.get("task")))
+        else:
+            action = None
+        if isinstance(action, str) and action.strip():
+            actions.append(action.strip())
+    if not actions:
+        raise PlanExecuteError('plan-execute: failed to parse plan: no item has an "action" text')
+    # Numbered by position: the model's own numbers may repeat or skip.
+    return [
+        PlanExecuteStep(id=f"{task_key}.s{n}", number=n, action=a)
+        for n, a in enumerate(actions, start=1)
+    ]
+
+
+async def run_plan_execute(
+    ctx: RunContext, agent: AgentSpec, task: TaskSpec, *, scope: BudgetScope | None = None
+) -> str:
+    """Plan once, run every step in order (any failure fails the agent), then aggregate."""
+    scope = scope or agent_scope(agent)
+    book: PromptBook = ctx.prompts if ctx.prompts is not None else PromptBook()
+    task_messages = build_task_messages(ctx, agent, task)
+    system, user = _persona_and_task(task_messages)
+
+    await ctx.emit("agent_plan.started", {"attempt": 1})
+    plan_system = f"{system}\n\n{book.render('plan_execute_plan')}".strip()
+    request = LLMRequest(
+        llm=agent.llm,
+        messages=[{"role": "system", "content": plan_system}, user],
+        purpose="agent_plan",
+    )
+    reply = await ctx.llm.call(request, scope=scope)
+    try:
+        steps = parse_plan_array(reply.content, task_key=task.key)
+    except PlanExecuteError as exc:
+        await ctx.emit("agent_plan.failed", {"error": str(exc)})
+        raise
+    await ctx.emit(
+        "agent_plan.completed",
+        {
+            "attempt": 1,
+            "plan": "\n".join(f"{s.number}. {s.action}" for s in steps),
+            "ready": True,
+            "steps": [
+                {"step_id": s.id, "number": s.number, "description": s.action} for s in steps
+            ],
+        },
+    )
+
+    log = ""
+    for index, step in enumerate(steps):
+        try:
+            output = await _run_step(ctx, agent, book, system, step, log, scope)
+        except (PlanExecuteError, Cancelled, BudgetExceeded) as exc:
+            reason = "cancelled" if isinstance(exc, Cancelled) else str(exc)
+            # A failed step has its step.completed; one stopped midway ends skipped with the rest.
+            first_unfinished = index + 1 if isinstance(exc, PlanExecuteError) else index
+            for later in steps[first_unfinished:]:
+                await ctx.emit(
+                    "step.skipped",
+                    {"step_id": later.id, "number": later.number, "reason": reason},
+                    step_id=later.id,
+                )
+            raise
+        log += f"Step {step.number} ({step.action}):\n{output}\n\n"
+
+    aggregate = book.render(
+        "plan_execute_aggregate", description=task.description, step_outputs=log.rstrip()
+    )
+    request = LLMRequest(
+        llm=agent.llm,
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": aggregate}]
+        if system
+        else [{"role": "user", "content": aggregate}],
+        purpose="aggregate",
+        response_schema=task.output_json_schema,
+        stream=agent.llm.stream,
+    )
+    return (await ctx.llm.call(request, scope=scope)).content
+
+
+async def _run_step(
+    ctx: RunContext,
+    agent: AgentSpec,
+    book: PromptBook,
+    system: str,
+    step: PlanExecuteStep,
+    log: str,
+    scope: BudgetScope | None,
+) -> str:
+    await ctx.emit(
+        "step.started",
+        {"step_id": step.id, "number": step.number, "description": step.action},
+        step_id=step.id,
+    )
+    text = book.render(
+        "plan_execute_step", number=step.number, action=step.action, log=log.rstrip() or "(none)"
+    )
+    messages: list[Message] = [{"role": "user", "content": text}]
+    if system:
+        messages.insert(0, {"role": "system", "content": system})
+    error: str | None = None
+    try:
+        result = await run_react_loop(
+            ctx,
+            agent,
+            messages,
+            max_iter=agent.max_iter,
+            purpose="step",
+            step_id=step.id,
+            scope=scope,
+            force_final_answer=False,
+        )
+    except LLMError as exc:
+        outcome, output, error = "failed", "", str(exc)
+    else:
+        outcome, output = result.outcome, result.output
+        if outcome == "timed_out":
+            error = "the step ran out of time"
+        elif outcome == "iteration_exhausted":
+            error = f"the step used all {agent.max_iter} iterations without a final answer"
+    await ctx.emit(
+        "step.completed",
+        {
+            "step_id": step.id,
+            "number": step.number,
+            "outcome": outcome,
+            "result": output,
+            "error": error,
+        },
+        step_id=step.id,
+    )
+    if error is not None:
+        raise PlanExecuteError(f"plan-execute: step {step.number} failed: {error}")
+    return output
+
+
+def _persona_and_task(messages: list[Message]) -> tuple[str, Message]:
+    """Split ReAct's task messages into the agent's system prompt and the task message."""
+    system = "\n\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    users = [m for m in messages if m.get("role") == "user"]
+    return system, users[-1] if users else {"role": "user", "content": ""}
