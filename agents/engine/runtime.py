@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -54,15 +55,18 @@ class CancelToken:
         self._waiters.add(entry)
         try:
             await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            # The awaiting task itself was cancelled (a timeout around it): take the call down
+            # with it instead of leaving it running unowned.
+            work.cancel()
+            raise
         finally:
             self._waiters.discard(entry)
         if work.done():
             return work.result()
         work.cancel()
-        try:
+        with contextlib.suppress(BaseException):  # the abandoned call's fate no longer matters
             await work
-        except BaseException:  # noqa: BLE001 - the abandoned call's fate no longer matters
-            pass
         raise Cancelled(self.reason)
 
 

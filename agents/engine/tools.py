@@ -614,4 +614,7 @@ class HttpGet:
         return f"HTTP {response.status_code} {content_type or 'unknown type'}\n\n{text}{note}"
 
 
-_HTTP_HEADERS = {"User-Agent": "CrewPlanner/0.1 (+http_get tool)", "Accept": "text/*, application/json"}
+_HTTP_HEADERS = {
+    "User-Agent": "CrewPlanner/0.1 (+http_get tool)",
+    "Accept": "text/*, application/json",
+}
