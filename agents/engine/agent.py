@@ -1,0 +1,177 @@
+"""The agent entry point: one task for one agent, with retries, a time limit and human feedback."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agents.engine.calls import BudgetExceeded, BudgetScope
+from agents.engine.llm import ContextLengthError, LLMError, Message
+from agents.engine.prompts import PromptBook
+from agents.engine.react import build_task_messages, run_react_loop
+from agents.engine.runtime import Cancelled, Clock, RunContext, Usage
+from agents.engine.specs import AgentSpec, TaskSpec
+
+T = TypeVar("T")
+
+
+class AgentError(Exception):
+    """The agent could not finish its task; the message is safe to show to the user."""
+
+
+@dataclass
+class AgentResult:
+    output: str
+    usage: Usage  # this agent's own usage for the task
+
+
+class _ExecutionTimeout(Exception):
+    pass
+
+
+class _ExecutionTimer:
+    """``max_execution_time`` spread over the agent's passes; time waiting for a person is free.
+
+    Two clocks guard it: the run's clock is read before every ReAct call (deterministic, and
+    the only one a fake clock moves), and an asyncio timeout on the loop's clock interrupts a
+    call that is still in flight when the time is up.
+    """
+
+    def __init__(self, clock: Clock, limit: float | None) -> None:
+        self.clock = clock
+        self.remaining = limit
+
+    async def run(self, work: Callable[[float | None], Awaitable[T]]) -> T:
+        if self.remaining is None:
+            return await work(None)
+        if self.remaining <= 0:
+            raise _ExecutionTimeout
+        started = self.clock.monotonic()
+        timeout = asyncio.timeout(self.remaining)
+        try:
+            async with timeout:
+                return await work(started + self.remaining)
+        except TimeoutError as exc:
+            if timeout.expired():
+                raise _ExecutionTimeout from exc
+            raise
+        finally:
+            self.remaining -= self.clock.monotonic() - started
+
+
+async def run_agent(ctx: RunContext, agent: AgentSpec, task: TaskSpec) -> AgentResult:
+    """Run ``task`` with ``agent``: ReAct, Plan-and-Act or plan-execute, by the agent's settings.
+
+    LLM errors retry the whole pass up to ``max_retry_limit`` times; cancellation and budgets
+    stop at once. ``max_execution_time`` counts the agent's own work, not a person's replies.
+    With ``task.human_input`` every answer is shown for feedback; non-empty feedback starts
+    another pass on the same conversation, an empty reply accepts the answer.
+    """
+    scope = BudgetScope(agent.budget, Usage(), "agent")
+    timer = _ExecutionTimer(ctx.clock, agent.max_execution_time)
+
+    async def first_pass(deadline: float | None) -> tuple[str, list[Message] | None]:
+        return await _first_pass(ctx, agent, task, scope, deadline)
+
+    output, conversation = await _with_retries(agent, timer, first_pass)
+    if not task.human_input:
+        return AgentResult(output=output, usage=scope.usage)
+    prompts: PromptBook = ctx.prompts if ctx.prompts is not None else PromptBook()
+    while True:
+        ctx.cancel.raise_if_cancelled()
+        await ctx.emit("feedback.requested", {"answer": output})
+        feedback = await ctx.cancel.race(
+            ctx.human.request_feedback(task_key=task.key, answer=output)
+        )
+        await ctx.emit("feedback.received", {"text": feedback})
+        if not feedback.strip():
+            return AgentResult(output=output, usage=scope.usage)
+        if conversation is None:
+            # Planned runs keep no single conversation: the task and the answer stand for it.
+            conversation = [
+                *build_task_messages(ctx, agent, task),
+                {"role": "assistant", "content": output},
+            ]
+        revised = [
+            *conversation,
+            {"role": "user", "content": prompts.render("human_feedback", feedback=feedback)},
+        ]
+        feedback_pass = functools.partial(_react_pass, ctx, agent, revised, scope)
+        output, conversation = await _with_retries(agent, timer, feedback_pass)
+
+
+async def _first_pass(
+    ctx: RunContext,
+    agent: AgentSpec,
+    task: TaskSpec,
+    scope: BudgetScope,
+    deadline: float | None,
+) -> tuple[str, list[Message] | None]:
+    # Imported here: these modules build on this one and are written alongside it.
+    output: Any
+    if agent.agent_type == "plan_execute":
+        from agents.engine.plan_execute import run_plan_execute
+
+        output = await run_plan_execute(ctx, agent, task, scope=scope)
+        return _as_text(output), None
+    planning = agent.effective_planning
+    if planning is not None:
+        from agents.engine.planning import run_plan_and_act
+
+        output = await run_plan_and_act(ctx, agent, task, planning, scope=scope)
+        return _as_text(output), None
+    return await _react_pass(ctx, agent, build_task_messages(ctx, agent, task), scope, deadline)
+
+
+async def _react_pass(
+    ctx: RunContext,
+    agent: AgentSpec,
+    messages: list[Message],
+    scope: BudgetScope,
+    deadline: float | None,
+) -> tuple[str, list[Message] | None]:
+    result = await run_react_loop(
+        ctx, agent, messages, max_iter=agent.max_iter, scope=scope, deadline=deadline
+    )
+    if result.outcome == "timed_out":
+        raise _ExecutionTimeout
+    return result.output, result.messages
+
+
+def _as_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    return str(getattr(output, "output", output))
+
+
+async def _with_retries(
+    agent: AgentSpec,
+    timer: _ExecutionTimer,
+    work: Callable[[float | None], Awaitable[tuple[str, list[Message] | None]]],
+) -> tuple[str, list[Message] | None]:
+    attempts = agent.max_retry_limit + 1
+    label = agent.name or agent.role
+    for attempt in range(1, attempts + 1):
+        try:
+            return await timer.run(work)
+        except (Cancelled, BudgetExceeded, AgentError):
+            raise
+        except _ExecutionTimeout as exc:
+            raise AgentError(
+                f"Agent {label!r} exceeded its maximum execution time of "
+                f"{agent.max_execution_time:g} seconds."
+            ) from exc
+        except ContextLengthError as exc:
+            # Deterministic: the same conversation would not fit on a second attempt either.
+            raise AgentError(f"Agent {label!r} failed: {exc}") from exc
+        except LLMError as exc:
+            if attempt < attempts:
+                continue
+            tries = f" after {attempts} attempts" if attempts > 1 else ""
+            raise AgentError(f"Agent {label!r} failed{tries}: {exc}") from exc
+        except Exception as exc:
+            raise AgentError(f"Agent {label!r} failed: {exc}") from exc
+    raise AssertionError("unreachable")  # pragma: no cover
