@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.engine.calls import BudgetExceeded, BudgetScope
-from agents.engine.llm import LLMError, LLMRequest, Message
+from agents.engine.llm import LLMError, LLMRequest, LLMResponse, Message
 from agents.engine.planning import agent_scope, extract_json_array
 from agents.engine.prompts import PromptBook
 from agents.engine.react import build_task_messages, run_react_loop
@@ -108,14 +108,14 @@ async def run_plan_execute(
     )
     request = LLMRequest(
         llm=agent.llm,
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": aggregate}]
-        if system
-        else [{"role": "user", "content": aggregate}],
+        # No ReAct system prompt here: its answer format would leak into the merged answer.
+        messages=[{"role": "user", "content": aggregate}],
         purpose="aggregate",
         response_schema=task.output_json_schema,
         stream=agent.llm.stream,
     )
-    return (await ctx.llm.call(request, scope=scope)).content
+    merged: LLMResponse = await ctx.llm.call(request, scope=scope)
+    return merged.content
 
 
 async def _run_step(

@@ -6,7 +6,7 @@ import asyncio
 import functools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -674,11 +674,11 @@ class PlanAndAct:
             return await self.fallback(plan_as_text(draft))
         self.steps = steps
         try:
-            await self.execute()
+            stopped_because = await self.execute()
         except (Cancelled, BudgetExceeded) as exc:
             await self.skip_unfinished("cancelled" if isinstance(exc, Cancelled) else str(exc))
             raise
-        await self.skip_unfinished("not executed")
+        await self.skip_unfinished(stopped_because)
         return await self.answer()
 
     async def fallback(self, plan_text: str) -> str:
@@ -712,7 +712,8 @@ class PlanAndAct:
             return ready[:1]
         return [s for s in ready if not self.exclusive(s)]
 
-    async def execute(self) -> None:
+    async def execute(self) -> str:
+        """Run batches of ready steps until none is left; returns why the rest is not run."""
         while batch := self.next_batch():
             if len(batch) == 1:
                 await self.run_step(batch[0])
@@ -727,15 +728,16 @@ class PlanAndAct:
                 await self.emit(
                     "agent_plan.goal_achieved", {"steps_done": done, "steps_left": left}
                 )
-                return
+                return "the goal was already achieved"
             if decision.replan_reason is not None:
                 if self.replans >= self.config.max_replans:
                     await self.warn(
                         f"a replan was asked for ({decision.replan_reason}) but max_replans "
                         f"({self.config.max_replans}) is reached: finishing with what exists"
                     )
-                    return
+                    return "max_replans reached"
                 await self.replan(decision.replan_reason)
+        return "not executed"
 
     async def run_step(self, step: PlanStep) -> None:
         async with self.semaphore:
@@ -767,7 +769,7 @@ class PlanAndAct:
             else:
                 outcome, output = result.outcome, result.output
                 if outcome == "timed_out":
-                    error = f"step timed out after {timeout:g}s"
+                    error = f"step timed out after {timeout:g}s" if timeout else "step timed out"
                 elif outcome == "iteration_exhausted":
                     error = f"step used all {limit} iterations without a final answer"
                 elif step.tool and step.tool not in result.tools_used:
@@ -979,7 +981,7 @@ class PlanAndAct:
             stream=self.agent.llm.stream,
         )
         try:
-            response = await self.ctx.llm.call(request, scope=self.scope)
+            response: LLMResponse = await self.ctx.llm.call(request, scope=self.scope)
         except LLMError as exc:
             await self.warn(f"synthesis failed ({exc}): returning the step results as they are")
             return blocks
@@ -998,7 +1000,7 @@ def _only(values: Mapping[str, object], allowed: Iterable[str]) -> dict[str, obj
     return {k: v for k, v in values.items() if k in keep}
 
 
-async def _gather(coros: Iterable[Any]) -> None:
+async def _gather(coros: Iterable[Coroutine[Any, Any, None]]) -> None:
     """Run step coroutines together; the first Cancelled or BudgetExceeded stops the others."""
     try:
         async with asyncio.TaskGroup() as group:

@@ -72,6 +72,7 @@ async def test_plan_execute_plans_runs_each_step_with_the_log_and_aggregates() -
     ]
     assert [e.data["outcome"] for e in sink.of_type("step.completed")] == ["completed", "completed"]
     # Phase 3: one merge of every step's output, keeping artefacts verbatim.
+    assert [m["role"] for m in gateway.requests[3].messages] == ["user"]
     aggregate = text_of(gateway.requests[3])
     assert "verbatim" in aggregate
     assert "Step 1 (Find the top markets):\nGermany, France" in aggregate

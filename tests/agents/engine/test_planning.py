@@ -738,7 +738,7 @@ async def test_max_replans_zero_never_replans() -> None:
 
     assert gateway.purposes() == ["agent_plan", "step", "synthesis"]
     assert data(sink, "step.skipped") == [
-        {"step_id": "task-1.s2", "number": 2, "reason": "not executed"}
+        {"step_id": "task-1.s2", "number": 2, "reason": "max_replans reached"}
     ]
 
 
@@ -812,6 +812,7 @@ async def test_the_goal_achieved_early_at_high_effort_skips_the_rest() -> None:
         "step.skipped",
     ]
     assert data(sink, "agent_plan.goal_achieved") == [{"steps_done": 1, "steps_left": 2}]
+    assert {d["reason"] for d in data(sink, "step.skipped")} == {"the goal was already achieved"}
 
 
 async def test_goal_achieved_is_ignored_at_medium_effort() -> None:
