@@ -549,13 +549,13 @@ class _ReactRun:
         if ref.max_usage is not None:
             self.usage_counts[p.name] = self.usage_counts.get(p.name, 0) + 1
         # A call a person approves may have side effects: it is never served from the cache.
-        cacheable = self.agent.cache_tools and not ref.needs_approval
+        cacheable = self.agent.cache_tools and tool.cacheable and not ref.needs_approval
         cache_key = (p.name, json.dumps(p.args, sort_keys=True, default=str))
         if cacheable and cache_key in self.ctx.tool_cache:
             self.ctx.cancel.raise_if_cancelled()
             output = self.ctx.tool_cache[cache_key]
             self.tools_used.append(p.name)
-            await self._emit("tool.started", {"name": p.name, "args": p.args})
+            await self._emit("tool.started", {"name": p.name, "args": _clip_args(p.args)})
             await self._emit(
                 "tool.completed",
                 {"name": p.name, "output": _clip(output), "from_cache": True},
@@ -563,7 +563,7 @@ class _ReactRun:
             return self._observe(output, ends_turn=ref.result_as_answer)
         await self.ctx.llm.count_tool_call(self.scope)
         self.tools_used.append(p.name)
-        await self._emit("tool.started", {"name": p.name, "args": p.args})
+        await self._emit("tool.started", {"name": p.name, "args": _clip_args(p.args)})
         error, attempts = "", 0
         for attempts in range(1, TOOL_ATTEMPTS + 1):  # noqa: B007 - reported after the loop
             self.ctx.cancel.raise_if_cancelled()
@@ -717,6 +717,13 @@ def _strip_summary_tags(text: str) -> str:
     text = text.strip()
     match = re.search(r"<summary>(.*?)</summary>", text, re.DOTALL)
     return match.group(1).strip() if match else text
+
+
+def _clip_args(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments for an event: long strings shortened (a person approving sees them whole)."""
+    if all(not isinstance(v, str) or len(v) <= EVENT_TEXT_LIMIT for v in args.values()):
+        return args
+    return {k: _clip(v) if isinstance(v, str) else v for k, v in args.items()}
 
 
 def _clip(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import difflib
+import importlib
 import inspect
 import json
 import math
@@ -13,12 +14,9 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-if TYPE_CHECKING:
-    from jsonschema.protocols import Validator
 
 ToolArgs = dict[str, Any]
 ToolFn = Callable[[ToolArgs], str | Awaitable[str]]
@@ -44,7 +42,8 @@ class ToolInputError(ValueError):
 class Tool:
     """One callable tool: ``run(args)`` returns text, sync or async.
 
-    ``blocking`` sync tools run in a worker thread so they cannot stall the event loop.
+    ``blocking`` sync tools run in a worker thread so they cannot stall the event loop;
+    ``cacheable`` is off for tools whose answer changes with time for the same arguments.
     """
 
     name: str
@@ -52,7 +51,8 @@ class Tool:
     args_schema: dict[str, Any]
     run: ToolFn
     blocking: bool = False
-    _validator: list[Validator] = field(default_factory=list, repr=False, compare=False)
+    cacheable: bool = True
+    _validator: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def properties(self) -> dict[str, Any]:
@@ -77,12 +77,12 @@ class Tool:
             raise ToolInputError("; ".join(parts))
         return args
 
-    def _get_validator(self) -> Validator:
-        # Built once per tool, on first use: jsonschema is slow to import and to compile.
+    def _get_validator(self) -> Any:
+        # Built once per tool, on first use: jsonschema is slow to import and to compile (and
+        # ships no type stubs, hence the module lookup).
         if not self._validator:
-            from jsonschema import Draft202012Validator
-
-            self._validator.append(Draft202012Validator(self.args_schema))
+            jsonschema = importlib.import_module("jsonschema")
+            self._validator.append(jsonschema.Draft202012Validator(self.args_schema))
         return self._validator[0]
 
     async def invoke(self, args: ToolArgs) -> str:
@@ -303,6 +303,7 @@ def builtin_tools(
                 },
             },
             run=_make_datetime_tool(now),
+            cacheable=False,
         ),
         Tool(
             name="text_stats",
@@ -395,7 +396,8 @@ def calculate(expression: str) -> int | float:
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ToolError(f"not a valid arithmetic expression: {expression!r}") from exc
     try:
-        return _eval(tree.body)
+        value: int | float = _eval(tree.body)
+        return value
     except ZeroDivisionError as exc:
         raise ToolError("division by zero") from exc
     except OverflowError as exc:

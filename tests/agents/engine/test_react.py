@@ -787,3 +787,26 @@ async def test_engine_overhead_per_llm_call_stays_small() -> None:
     per_call = (time.perf_counter() - started) / gateway.calls
     assert gateway.calls == 101
     assert per_call < 0.002, f"{per_call * 1000:.2f} ms per call"
+
+
+async def test_time_dependent_tools_are_never_served_from_the_cache() -> None:
+    ctx, _, sink, _ = make_ctx(
+        [
+            tool_call_response("current_datetime", {}, call_id="a"),
+            calc("1+1", "b"),
+            tool_call_response("current_datetime", {}, call_id="c"),
+            "done",
+        ]
+    )
+    await react(ctx, make_agent("current_datetime", "calculator"))
+    assert [e.data["from_cache"] for e in sink.of_type("tool.completed")] == [False] * 3
+    assert list(ctx.tool_cache) == [("calculator", '{"expression": "1+1"}')]
+
+
+async def test_long_arguments_are_clipped_in_events_but_not_for_the_tool() -> None:
+    text = "word " * 2000
+    ctx, _, sink, _ = make_ctx([tool_call_response("text_stats", {"text": text}), "done"])
+    result = await react(ctx, make_agent("text_stats"))
+    shown = sink.of_type("tool.started")[0].data["args"]["text"]
+    assert shown.startswith("word word") and shown.endswith("[6000 more characters]")
+    assert '"words": 2000' in tool_messages(result.messages)[0]
