@@ -42,13 +42,13 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 unit: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -rs
 
 # The browser suite runs in its own pytest invocation: Playwright's sync API keeps an event loop
 # running, which clashes with pytest-asyncio tests in the same process.
 e2e: setup
 	@if [ -x /usr/bin/chromium ]; then \
-	  DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -q -p no:asyncio -o addopts="-p no:cacheprovider --import-mode=importlib" tests/e2e; \
+	  DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -q -rs -p no:asyncio -o addopts="-p no:cacheprovider --import-mode=importlib" tests/e2e; \
 	elif [ "$${REQUIRE_E2E:-0}" = "1" ]; then \
 	  echo "REQUIRE_E2E=1 but /usr/bin/chromium is missing: install it (apt-get install -y chromium)." >&2; exit 1; \
 	else \
@@ -57,7 +57,7 @@ e2e: setup
 
 # Needs DATABASE_URL (PostgreSQL) and REDIS_URL; .ci/run provides them.
 scaleout: setup
-	$(PY) -m pytest -q -o addopts="-p no:cacheprovider --import-mode=importlib" tests/scaleout
+	$(PY) -m pytest -q -rs -o addopts="-p no:cacheprovider --import-mode=importlib" tests/scaleout
 
 test: lint unit e2e
 

@@ -1,0 +1,1 @@
+"""Django-free crew runtime: input interpolation, the crew planner, and running a crew's tasks."""

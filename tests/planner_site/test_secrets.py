@@ -67,9 +67,9 @@ def test_rotation_reads_old_keys_and_writes_with_the_newest(llm_with_key: LLM, s
 
 
 def test_a_wrong_key_is_loud_never_returning_the_ciphertext(llm_with_key: LLM) -> None:
-    with override_settings(PLANNER_SECRETS_KEYS=[Fernet.generate_key().decode()]):
-        with pytest.raises(crypto.SecretUnreadable) as exc:
-            LLM.objects.get(pk=llm_with_key.pk).get_api_key()
+    wrong = override_settings(PLANNER_SECRETS_KEYS=[Fernet.generate_key().decode()])
+    with wrong, pytest.raises(crypto.SecretUnreadable) as exc:
+        LLM.objects.get(pk=llm_with_key.pk).get_api_key()
     assert KEY not in str(exc.value)
 
 

@@ -1,0 +1,243 @@
+"""Running a crew: tasks in order (or through a manager), context passing, async tasks, resume."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agents.engine.agent import AgentError, AgentResult, run_agent
+from agents.engine.calls import BudgetExceeded
+from agents.engine.llm import LLMError
+from agents.engine.runtime import Cancelled, RunContext, Usage
+from agents.engine.specs import AgentSpec, TaskSpec, ToolRef
+from agents.engine.tools import Tool, ToolRegistry
+from crews.engine.specs import CrewSpec, CrewTaskSpec
+
+TaskStatus = Literal["done", "failed", "skipped"]
+
+
+@dataclass
+class TaskOutcome:
+    key: str
+    status: TaskStatus
+    output: str = ""
+    error: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class CrewResult:
+    output: str
+    tasks: dict[str, TaskOutcome]
+    failed: bool = False
+    error: str = ""
+
+
+def task_spec(task: CrewTaskSpec, *, context: Sequence[str], plan_steps: Sequence[str] = ()) -> TaskSpec:
+    """The agent's view of a crew task; the approved plan goes into its prompt, never its record."""
+    return TaskSpec(
+        key=task.key,
+        number=task.number,
+        name=task.name,
+        description=task.description,
+        expected_output=task.expected_output,
+        context=tuple(context),
+        plan_steps=tuple(plan_steps),
+        human_input=task.human_input,
+    )
+
+
+def _context_for(task: CrewTaskSpec, crew: CrewSpec, outputs: Mapping[str, str]) -> list[str]:
+    if task.context_keys:
+        return [outputs[k] for k in task.context_keys if k in outputs]
+    # Like CrewAI: with no explicit context a task sees every earlier task's output.
+    earlier = [t.key for t in crew.tasks if t.number < task.number]
+    return [outputs[k] for k in earlier if k in outputs]
+
+
+async def _run_one(
+    ctx: RunContext, crew: CrewSpec, task: CrewTaskSpec, agent: AgentSpec, spec: TaskSpec
+) -> TaskOutcome:
+    task_ctx = ctx.for_task(task.key)
+    await task_ctx.emit("task.started", {"task_id": task.key, "agent": agent.role, "number": task.number})
+    try:
+        result: AgentResult = await run_agent(task_ctx, agent, spec)
+    except (Cancelled, BudgetExceeded):
+        raise
+    except (AgentError, LLMError) as exc:
+        await task_ctx.emit("task.failed", {"error": str(exc)})
+        return TaskOutcome(key=task.key, status="failed", error=str(exc))
+    await task_ctx.emit(
+        "task.completed",
+        {
+            "output": result.output,
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "cost_usd": round(result.usage.cost_usd, 6),
+            "llm_calls": result.usage.llm_calls,
+        },
+    )
+    return TaskOutcome(key=task.key, status="done", output=result.output, usage=result.usage)
+
+
+async def run_crew(
+    ctx: RunContext,
+    crew: CrewSpec,
+    *,
+    plan: Mapping[str, Sequence[str]] | None = None,
+    done: Mapping[str, str] | None = None,
+) -> CrewResult:
+    """Run every task not already in ``done`` (task key -> output, from a run being resumed).
+
+    A failed task stops the crew: later tasks are skipped (``task.skipped``). Cancellation and
+    an exceeded budget propagate to the caller, which records the partial results it has.
+    """
+    plan = plan or {}
+    outputs: dict[str, str] = dict(done or {})
+    outcomes: dict[str, TaskOutcome] = {
+        key: TaskOutcome(key=key, status="done", output=out) for key, out in outputs.items()
+    }
+    pending: list[tuple[CrewTaskSpec, asyncio.Task[TaskOutcome]]] = []
+    manager = _Manager(ctx, crew) if crew.process == "hierarchical" else None
+    failure: TaskOutcome | None = None
+
+    async def settle() -> None:
+        nonlocal failure
+        for task, running in pending:
+            outcome = await running
+            outcomes[task.key] = outcome
+            if outcome.status == "done":
+                outputs[task.key] = outcome.output
+            elif failure is None:
+                failure = outcome
+        pending.clear()
+
+    try:
+        for task in crew.tasks:
+            if task.key in outputs:
+                continue
+            if failure is not None:
+                break
+            # Like CrewAI: a task that runs in line waits for every async task before it; an
+            # async one waits only for the async tasks it names as context.
+            waits = not task.async_execution or set(task.context_keys) & {t.key for t, _ in pending}
+            if pending and waits:
+                await settle()
+                if failure is not None:
+                    break
+            spec = task_spec(task, context=_context_for(task, crew, outputs), plan_steps=plan.get(task.key, ()))
+            if manager is not None:
+                work = manager.run(task, spec)
+            else:
+                agent = crew.agent(task.agent_key)
+                assert agent is not None  # CrewSpec validation guarantees it for sequential crews
+                work = _run_one(ctx, crew, task, agent, spec)
+            if task.async_execution:
+                pending.append((task, asyncio.ensure_future(work)))
+                continue
+            outcome = await work
+            outcomes[task.key] = outcome
+            if outcome.status == "done":
+                outputs[task.key] = outcome.output
+            else:
+                failure = outcome
+        await settle()
+    except BaseException:
+        for _task, running in pending:
+            running.cancel()
+        await asyncio.gather(*(r for _t, r in pending), return_exceptions=True)
+        raise
+
+    for task in crew.tasks:
+        if task.key not in outcomes:
+            outcomes[task.key] = TaskOutcome(key=task.key, status="skipped")
+            await ctx.for_task(task.key).emit("task.skipped", {"reason": "an earlier task failed"})
+    if failure is not None:
+        name = next((t.name or f"task {t.number}" for t in crew.tasks if t.key == failure.key), "a task")
+        return CrewResult(output="", tasks=outcomes, failed=True, error=f"{name} failed: {failure.error}")
+    last = crew.tasks[-1].key if crew.tasks else None
+    return CrewResult(output=outputs.get(last, "") if last else "", tasks=outcomes)
+
+
+class _Manager:
+    """Hierarchical process: a manager LLM delegates each task through two built-in tools."""
+
+    DELEGATE = "delegate_work_to_coworker"
+    ASK = "ask_question_to_coworker"
+
+    def __init__(self, ctx: RunContext, crew: CrewSpec) -> None:
+        assert crew.manager_llm is not None
+        self.ctx = ctx
+        self.crew = crew
+        self.coworkers = {a.role: a for a in crew.agents}
+        roles = ", ".join(self.coworkers) or "none"
+        self.agent = AgentSpec(
+            key=f"{crew.key}.manager",
+            name="Manager",
+            role="Crew Manager",
+            goal="Get every task done well by delegating it to the right coworker and checking the result.",
+            backstory=f"You manage a team of experts: {roles}. You do not do the work yourself.",
+            llm=crew.manager_llm,
+            tools=(ToolRef(name=self.DELEGATE), ToolRef(name=self.ASK)),
+            max_iter=15,
+        )
+
+    def _tools(self, task: CrewTaskSpec) -> ToolRegistry:
+        base = self.ctx.tools if isinstance(self.ctx.tools, ToolRegistry) else ToolRegistry()
+        names = list(self.coworkers)
+        schema = {
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "description": "What the coworker should do or answer."},
+                "context": {"type": "string", "description": "Everything the coworker needs to know."},
+                "coworker": {"type": "string", "enum": names, "description": "The coworker's role."},
+            },
+            "required": ["task", "coworker"],
+        }
+
+        def make(kind: str) -> Any:
+            async def run(args: dict[str, Any]) -> str:
+                agent = self.coworkers.get(args.get("coworker", ""))
+                if agent is None:
+                    return f"Unknown coworker; choose one of: {', '.join(names)}."
+                spec = TaskSpec(
+                    key=task.key,
+                    number=task.number,
+                    description=args["task"],
+                    expected_output=(
+                        "A complete answer to the question." if kind == "ask" else task.expected_output
+                    ),
+                    context=(args["context"],) if args.get("context") else (),
+                )
+                sub = self.ctx.for_task(task.key)
+                await sub.emit("task.delegated", {"coworker": agent.role, "kind": kind, "task": args["task"]})
+                result = await run_agent(sub, agent, spec)
+                return result.output
+
+            return run
+
+        return base.with_tools(
+            Tool(name=self.DELEGATE, description="Delegate a task to a coworker.", args_schema=schema, run=make("delegate")),
+            Tool(name=self.ASK, description="Ask a coworker a question.", args_schema=schema, run=make("ask")),
+        )
+
+    async def run(self, task: CrewTaskSpec, spec: TaskSpec) -> TaskOutcome:
+        task_ctx = self.ctx.for_task(task.key)
+        task_ctx.tools = self._tools(task)
+        agent_name = self.agent.role
+        await task_ctx.emit("task.started", {"task_id": task.key, "agent": agent_name, "number": task.number})
+        try:
+            result = await run_agent(task_ctx, self.agent, spec)
+        except (Cancelled, BudgetExceeded):
+            raise
+        except (AgentError, LLMError) as exc:
+            await task_ctx.emit("task.failed", {"error": str(exc)})
+            return TaskOutcome(key=task.key, status="failed", error=str(exc))
+        await task_ctx.emit("task.completed", {"output": result.output, "llm_calls": result.usage.llm_calls})
+        return TaskOutcome(key=task.key, status="done", output=result.output, usage=result.usage)
+
+
+
+
