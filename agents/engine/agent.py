@@ -19,7 +19,13 @@ T = TypeVar("T")
 
 
 class AgentError(Exception):
-    """The agent could not finish its task; the message is safe to show to the user."""
+    """The agent could not finish its task; the message is safe to show to the user.
+
+    Final by construction (retries are already spent), so a tool that runs an agent, such as
+    the manager's delegation tool, does not retry it: the executor reads ``retryable``.
+    """
+
+    retryable = False
 
 
 @dataclass

@@ -577,6 +577,10 @@ class _ReactRun:
                     break
             except Exception as exc:  # noqa: BLE001 - a tool's bug must not end the run
                 error = f"{type(exc).__name__}: {exc}"
+                # An error that says it is final (a delegated agent that already used its own
+                # retries, say) is not worth running the tool again.
+                if getattr(exc, "retryable", True) is False:
+                    break
             else:
                 if cacheable:
                     self.ctx.tool_cache[cache_key] = output

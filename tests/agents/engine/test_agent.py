@@ -20,6 +20,7 @@ from agents.engine.llm import (
 from agents.engine.prompts import PromptBook
 from agents.engine.runtime import Cancelled
 from agents.engine.specs import Budget
+from agents.engine.tools import Tool, ToolRegistry
 from tests.agents.engine.helpers import (
     ScriptedHuman,
     make_agent,
@@ -240,3 +241,28 @@ async def test_cancel_while_waiting_for_feedback_stops_the_agent() -> None:
     with pytest.raises(Cancelled):
         await asyncio.wait_for(run_agent(ctx, make_agent(), make_task(human_input=True)), 5)
     assert gateway.calls == 1
+
+
+async def test_a_tool_that_runs_a_failing_agent_is_not_retried_by_the_executor() -> None:
+    coworker_runs: list[int] = []
+    ctx, gateway, sink, _ = make_ctx()
+
+    async def delegate(args: dict[str, object]) -> str:
+        coworker_runs.append(1)
+        raise AgentError("Agent 'Writer' failed after 3 attempts: provider down")
+
+    ctx.tools = ToolRegistry(
+        [
+            Tool(
+                name="delegate",
+                description="Delegate.",
+                args_schema={"type": "object"},
+                run=delegate,
+            )
+        ]
+    )
+    gateway.script = [tool_call_response("delegate", {}), "Final Answer: did it myself"]
+    result = await run_agent(ctx, make_agent("delegate"), make_task())
+    assert result.output == "did it myself"
+    assert coworker_runs == [1]
+    assert sink.of_type("tool.failed")[0].data["attempts"] == 1
