@@ -1,9 +1,22 @@
-"""ORM rows of the agents app → engine specs (the engine never sees a model instance)."""
+"""ORM rows of the agents app → engine specs; agents are snapshotted as plain data at kickoff."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from agents.engine.specs import AgentSpec, Budget, LLMSpec, PlanningConfigSpec, ToolRef
-from agents.models import DEMO_MODEL, LLM, Agent
+from agents.models import DEMO_MODEL, LLM, Agent, PlanningConfig
+
+PLANNING_SNAPSHOT_FIELDS = (
+    "reasoning_effort", "observe_steps", "max_attempts", "max_steps", "max_replans",
+    "max_step_iterations", "step_timeout", "llm_id", "system_prompt", "plan_prompt", "refine_prompt",
+)
+AGENT_SNAPSHOT_FIELDS = (
+    "id", "name", "role", "goal", "backstory", "llm_id", "tools", "tool_options", "agent_type",
+    "max_iter", "max_rpm", "max_execution_time", "max_retry_limit", "respect_context_window",
+    "planning", "budget_max_tool_calls", "budget_max_input_tokens",
+)
 
 
 def _supports_tools(llm: LLM) -> bool:
@@ -20,12 +33,11 @@ def llm_spec(llm: LLM) -> LLMSpec:
     params = dict(llm.params or {})
     timeout = float(params.pop("timeout", 60))
     max_retries = int(params.pop("max_retries", 3))
-    key = llm.get_api_key()
     return LLMSpec(
         key=f"llm-{llm.pk}",
         model=llm.model,
         api_base=llm.api_base or None,
-        api_key=key,
+        api_key=llm.get_api_key(),
         params=params,
         timeout=timeout,
         max_retries=max_retries,
@@ -37,46 +49,63 @@ def llm_spec(llm: LLM) -> LLMSpec:
     )
 
 
-def planning_spec(agent: Agent, agent_llm: LLMSpec) -> PlanningConfigSpec | None:
-    config = getattr(agent, "planning_config", None)
-    if config is None:
-        return None
-    return PlanningConfigSpec(
-        reasoning_effort=config.reasoning_effort,
-        observe_steps=config.observe_steps,
-        max_attempts=config.max_attempts,
-        max_steps=config.max_steps,
-        max_replans=config.max_replans,
-        max_step_iterations=config.max_step_iterations,
-        step_timeout=config.step_timeout,
-        llm=llm_spec(config.llm) if config.llm_id else None,
-        system_prompt=config.system_prompt or None,
-        plan_prompt=config.plan_prompt or None,
-        refine_prompt=config.refine_prompt or None,
+def agent_snapshot(agent: Agent) -> dict[str, Any]:
+    """The agent as plain JSON data (no secrets: LLMs are referenced by id)."""
+    data = {field: getattr(agent, field) for field in AGENT_SNAPSHOT_FIELDS}
+    config = PlanningConfig.objects.filter(agent=agent).first()
+    data["planning_config"] = (
+        {field: getattr(config, field) for field in PLANNING_SNAPSHOT_FIELDS} if config else None
     )
+    return data
 
 
-def agent_spec(agent: Agent, *, default_llm: LLM) -> AgentSpec:
-    llm = llm_spec(agent.llm or default_llm)
-    options = agent.tool_options or {}
+LLMLookup = Callable[[int | None], LLMSpec]
+
+
+def llm_lookup(*, default: LLM) -> LLMLookup:
+    """Resolve an LLM id (None = the site default) to a spec, reading each row once."""
+    cache: dict[int | None, LLMSpec] = {}
+
+    def lookup(llm_id: int | None) -> LLMSpec:
+        if llm_id not in cache:
+            row = default if llm_id is None else LLM.objects.filter(pk=llm_id).first()
+            if row is None:
+                raise LookupError(f"LLM {llm_id} no longer exists")
+            cache[llm_id] = llm_spec(row)
+        return cache[llm_id]
+
+    return lookup
+
+
+def agent_spec(data: dict[str, Any], *, llms: LLMLookup, cache_tools: bool = True) -> AgentSpec:
+    llm = llms(data["llm_id"])
+    options = data.get("tool_options") or {}
+    config = data.get("planning_config")
+    planning = None
+    if config:
+        values = {k: v for k, v in config.items() if k != "llm_id"}
+        for key in ("system_prompt", "plan_prompt", "refine_prompt"):
+            values[key] = values.get(key) or None
+        planning = PlanningConfigSpec(**values, llm=llms(config["llm_id"]) if config.get("llm_id") else None)
     return AgentSpec(
-        key=f"agent-{agent.pk}",
-        name=agent.name,
-        role=agent.role,
-        goal=agent.goal,
-        backstory=agent.backstory,
+        key=str(data["id"]),
+        name=data["name"],
+        role=data["role"],
+        goal=data["goal"],
+        backstory=data["backstory"],
         llm=llm,
-        tools=tuple(ToolRef(name=name, **(options.get(name) or {})) for name in agent.tools),
-        agent_type=agent.agent_type,
-        max_iter=agent.max_iter,
-        max_rpm=agent.max_rpm,
-        max_execution_time=agent.max_execution_time,
-        max_retry_limit=agent.max_retry_limit,
-        respect_context_window=agent.respect_context_window,
-        planning=agent.planning,
-        planning_config=planning_spec(agent, llm),
+        tools=tuple(ToolRef(name=name, **(options.get(name) or {})) for name in data["tools"]),
+        agent_type=data["agent_type"],
+        max_iter=data["max_iter"],
+        max_rpm=data["max_rpm"],
+        max_execution_time=data["max_execution_time"],
+        max_retry_limit=data["max_retry_limit"],
+        respect_context_window=data["respect_context_window"],
+        planning=data["planning"],
+        planning_config=planning,
         budget=Budget(
-            max_tool_calls=agent.budget_max_tool_calls,
-            max_input_tokens=agent.budget_max_input_tokens,
+            max_tool_calls=data["budget_max_tool_calls"],
+            max_input_tokens=data["budget_max_input_tokens"],
         ),
+        cache_tools=cache_tools,
     )

@@ -114,6 +114,7 @@ class Plan(models.Model):
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     error = models.TextField(blank=True)
     next_step_uid = models.PositiveIntegerField(default=1)  # step ids are stable across versions
+    regenerating_task_ids = models.JSONField(default=list, blank=True)  # tasks being re-drafted now
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -193,6 +194,10 @@ class Run(models.Model):
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     llm_calls = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    last_seq = models.PositiveIntegerField(default=0)  # the newest RunEvent's seq (gapless from 1)
+    planning_plan = models.ForeignKey(  # a plan this run drafted for itself
+        Plan, null=True, blank=True, on_delete=models.SET_NULL, related_name="drafted_by_runs"
+    )
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker_id = models.CharField(max_length=100, blank=True)
     rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -282,3 +287,28 @@ class ToolApproval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.status})"
+
+
+class FeedbackRequest(models.Model):
+    """A task with ``human_input`` waits here for a person's feedback on its answer."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Waiting")
+        ANSWERED = "answered", _("Answered")
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="feedback_requests")
+    task_key = models.CharField(max_length=100)
+    answer = models.TextField()
+    text = models.TextField(blank=True)  # empty accepts the answer
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"feedback for {self.task_key} ({self.status})"

@@ -30,3 +30,9 @@ class Conflict(DomainError):
     """The action clashes with the current state (a stale version, a finished run, ...)."""
 
     code = "conflict"
+
+
+class TooMany(DomainError):
+    """Too many requests of this kind in a short time (kickoffs, plan drafts)."""
+
+    code = "rate_limited"

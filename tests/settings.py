@@ -12,6 +12,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # ChannelsLiveServerTestCase refuses an in-memory database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
-TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": ["default", "runs"]}}
+TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": ["default"]}}
 PLANNER_SECRETS_KEYS = ["Q2xKf0yM2j8a0mQ0n0bq0sS1h6r4A3Wl5mGm6cS3D8E="]
 LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}

@@ -1,0 +1,231 @@
+"""The one bridge between the ORM and the engines: snapshots → specs, engine events → RunEvents."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.bridge import agent_snapshot, agent_spec, llm_lookup
+from agents.engine.events import Event
+from agents.engine.runtime import ApprovalDecision, Cancelled, CancelToken
+from agents.engine.specs import Budget
+from crews.engine.specs import CrewSpec, CrewTaskSpec
+from crews.models import Crew, FeedbackRequest, Run, RunEvent, RunTask, ToolApproval
+from crews.realtime import EventPayload, broadcast
+
+logger = logging.getLogger(__name__)
+
+CREW_SNAPSHOT_FIELDS = (
+    "id", "name", "process", "planning", "planning_llm_id", "manager_llm_id", "review_plan",
+    "run_without_plan_on_failure", "max_rpm", "budget_max_tokens",
+)
+POLL_SECONDS = 0.25  # how often a waiting run looks for a person's answer or a stop request
+
+
+# Snapshots and specs ---------------------------------------------------------------------------
+
+
+def crew_snapshot(crew: Crew) -> dict[str, Any]:
+    """The crew's definition at kickoff as plain JSON: later edits never change a run."""
+    tasks = list(crew.tasks.select_related("agent").prefetch_related("context").order_by("order", "id"))
+    agent_rows = {a.pk: a for a in crew.agents.all()}
+    for task in tasks:
+        if task.agent is not None:
+            agent_rows.setdefault(task.agent.pk, task.agent)
+    data = {field: getattr(crew, field) for field in CREW_SNAPSHOT_FIELDS}
+    data["budget_max_cost_usd"] = str(crew.budget_max_cost_usd) if crew.budget_max_cost_usd is not None else None
+    return {
+        "crew": data,
+        "agents": [agent_snapshot(a) for a in agent_rows.values()],
+        "tasks": [
+            {
+                "id": t.pk, "order": t.order, "name": t.name, "description": t.description,
+                "expected_output": t.expected_output, "agent_id": t.agent_id,
+                "context_ids": sorted(c.pk for c in t.context.all()),
+                "async_execution": t.async_execution, "human_input": t.human_input,
+            }
+            for t in tasks
+        ],
+    }
+
+
+def crew_spec(snapshot: dict[str, Any], *, default_llm: Any) -> CrewSpec:
+    llms = llm_lookup(default=default_llm)
+    crew = snapshot["crew"]
+    cost = crew.get("budget_max_cost_usd")
+    return CrewSpec(
+        key=f"crew-{crew['id']}",
+        name=crew["name"],
+        process=crew["process"],
+        agents=tuple(agent_spec(a, llms=llms) for a in snapshot["agents"]),
+        tasks=tuple(
+            CrewTaskSpec(
+                key=str(t["id"]), number=i, name=t["name"], description=t["description"],
+                expected_output=t["expected_output"],
+                agent_key=str(t["agent_id"]) if t["agent_id"] is not None else None,
+                context_keys=tuple(str(c) for c in t["context_ids"]),
+                async_execution=t["async_execution"], human_input=t["human_input"],
+            )
+            for i, t in enumerate(snapshot["tasks"], start=1)
+        ),
+        planning=crew["planning"],
+        planning_llm=llms(crew["planning_llm_id"]),
+        manager_llm=llms(crew["manager_llm_id"]) if crew["manager_llm_id"] else None,
+        budget=Budget(max_tokens=crew["budget_max_tokens"], max_cost_usd=float(cost) if cost else None),
+        max_rpm=crew["max_rpm"],
+        run_without_plan_on_failure=crew["run_without_plan_on_failure"],
+    )
+
+
+# Events ------------------------------------------------------------------------------------------
+
+
+def _task_id(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+def payload_of(event: RunEvent) -> EventPayload:
+    return {
+        "seq": event.seq, "type": event.type, "at": event.at.isoformat().replace("+00:00", "Z"),
+        "task_id": event.task_id, "step_id": event.step_id or None, "data": event.data,
+    }
+
+
+_TASK_STATUS = {
+    "task.started": RunTask.Status.RUNNING,
+    "task.completed": RunTask.Status.DONE,
+    "task.failed": RunTask.Status.FAILED,
+    "task.skipped": RunTask.Status.SKIPPED,
+}
+
+
+@transaction.atomic
+def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
+                 task_id: int | None = None, step_id: str | None = None) -> RunEvent:
+    """Store one event with the run's next seq and apply what it means to the roll-ups.
+
+    The run row is locked while the seq is taken, so the web process (run.cancelling) and the
+    worker never hand out the same number and the log has no gaps.
+    """
+    data = data or {}
+    run = Run.objects.select_for_update().only("id", "last_seq").get(pk=run_id)
+    seq = run.last_seq + 1
+    Run.objects.filter(pk=run_id).update(last_seq=seq)
+    event = RunEvent.objects.create(
+        run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
+    )
+    if type_ == "llm.completed":
+        usage = {
+            "prompt_tokens": F("prompt_tokens") + int(data.get("prompt_tokens") or 0),
+            "completion_tokens": F("completion_tokens") + int(data.get("completion_tokens") or 0),
+            "cost_usd": F("cost_usd") + Decimal(str(data.get("cost_usd") or 0)),
+            "llm_calls": F("llm_calls") + 1,
+        }
+        Run.objects.filter(pk=run_id).update(**usage)
+        if task_id is not None:
+            RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(**usage)
+    elif type_ in _TASK_STATUS and task_id is not None:
+        fields: dict[str, Any] = {"status": _TASK_STATUS[type_]}
+        if type_ == "task.completed":
+            fields["output"] = data.get("output", "")
+        if type_ == "task.failed":
+            fields["error"] = data.get("error", "")
+        if type_ == "task.started":
+            fields.update(output="", error="")
+        RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(**fields)
+    return event
+
+
+def emit_now(run_id: int, type_: str, data: dict[str, Any] | None = None, **kw: Any) -> RunEvent:
+    """Record an event from synchronous code (services) and broadcast it once committed."""
+    from asgiref.sync import async_to_sync
+
+    event = record_event(run_id, type_, data, **kw)
+    payload = payload_of(event)
+    transaction.on_commit(lambda: _broadcast_quietly(async_to_sync, run_id, payload))
+    return event
+
+
+def _broadcast_quietly(async_to_sync: Any, run_id: int, payload: EventPayload) -> None:
+    try:
+        async_to_sync(broadcast)(run_id, payload)
+    except Exception:  # noqa: BLE001 - the event is stored; a socket reconnect replays it
+        logger.warning("could not broadcast event %s of run %s", payload["seq"], run_id, exc_info=True)
+
+
+class RunEventSink:
+    """Engine events → ``RunEvent`` rows (gapless seq) → the run's channel group.
+
+    Streamed LLM deltas are ephemeral: broadcast for the live page, never stored (the completed
+    answer is in the ``task.completed`` and ``step.completed`` events).
+    """
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        self._lock = asyncio.Lock()  # keeps store-then-send in the order the engine emitted
+        self._record = sync_to_async(record_event)
+
+    async def emit(self, event: Event) -> None:
+        task_id = _task_id(event.task_id)
+        if event.type == "llm.delta":
+            await broadcast(self.run_id, {
+                "seq": None, "type": event.type, "at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+                "task_id": task_id, "step_id": event.step_id, "data": event.data,
+            })
+            return
+        async with self._lock:
+            stored = await self._record(self.run_id, event.type, event.data, task_id=task_id, step_id=event.step_id)
+            try:
+                await broadcast(self.run_id, payload_of(stored))
+            except Exception:  # noqa: BLE001 - stored already; a reconnect replays it
+                logger.warning("could not broadcast event %s of run %s", stored.seq, self.run_id, exc_info=True)
+
+
+# People ------------------------------------------------------------------------------------------
+
+
+class DatabaseHuman:
+    """HumanInterface for runs: a request row, the run waiting for you, polling for the answer."""
+
+    def __init__(self, run_id: int, cancel: CancelToken) -> None:
+        self.run_id = run_id
+        self.cancel = cancel
+
+    async def request_feedback(self, *, task_key: str, answer: str) -> str:
+        from crews import runs
+
+        request = await sync_to_async(runs.run_wait_for_feedback)(run_id=self.run_id, task_key=task_key, answer=answer)
+        row = await self._wait(lambda: FeedbackRequest.objects.filter(
+            pk=request.pk, status=FeedbackRequest.Status.ANSWERED).first())
+        await sync_to_async(runs.run_resume_after_person)(run_id=self.run_id)
+        return row.text
+
+    async def request_approval(self, *, approval_id: str, tool: str, args: dict[str, Any]) -> ApprovalDecision:
+        from crews import runs
+
+        await sync_to_async(runs.run_wait_for_approval)(
+            run_id=self.run_id, approval_id=approval_id, tool=tool, args=args)
+        row = await self._wait(lambda: ToolApproval.objects.filter(
+            run_id=self.run_id, approval_id=approval_id).exclude(status=ToolApproval.Status.PENDING).first())
+        await sync_to_async(runs.run_resume_after_person)(run_id=self.run_id)
+        return ApprovalDecision(approve=row.status == ToolApproval.Status.APPROVED, note=row.note)
+
+    async def _wait(self, fetch: Any) -> Any:
+        find = sync_to_async(fetch)
+        while True:
+            self.cancel.raise_if_cancelled()
+            found = await find()
+            if found is not None:
+                return found
+            try:
+                await self.cancel.race(asyncio.sleep(POLL_SECONDS))
+            except Cancelled:
+                raise

@@ -1,0 +1,252 @@
+"""Plan services: draft in the background, edit as immutable versions, regenerate, approve."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils.translation import gettext as _
+
+from crews.models import Crew, Plan, PlanStep, PlanVersion, Task
+from planner_site.errors import Conflict, NotFound
+
+MAX_STEP_CHARS = 2_000
+MAX_STEPS_PER_TASK = 50
+
+
+def current_steps(plan: Plan, number: int | None = None) -> dict[int, list[PlanStep]]:
+    """Steps of version ``number`` (default: current) by task id, in order."""
+    version = plan.versions.filter(number=number or plan.version).first()
+    steps: dict[int, list[PlanStep]] = {}
+    if version is None:
+        return steps
+    for step in version.steps.order_by("task__order", "task_id", "order"):
+        steps.setdefault(step.task_id, []).append(step)
+    return steps
+
+
+def steps_by_task_key(plan: Plan, number: int) -> dict[str, list[str]]:
+    """What the engine runs: an approved version's step texts by task key."""
+    return {str(task_id): [s.text for s in steps] for task_id, steps in current_steps(plan, number).items()}
+
+
+def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Sequence[tuple[int | None, str, bool]]]) -> PlanVersion:
+    """Write ``steps`` (task id -> [(uid or None, text, pinned)]) as the plan's next version."""
+    plan = Plan.objects.select_for_update().get(pk=plan.pk)
+    number = plan.version + 1
+    version = PlanVersion.objects.create(plan=plan, number=number, note=note, created_by=actor)
+    next_uid = plan.next_step_uid
+    rows = []
+    for task_id, task_steps in steps.items():
+        for order, (uid, text, pinned) in enumerate(task_steps):
+            if uid is None:
+                uid, next_uid = next_uid, next_uid + 1
+            rows.append(PlanStep(version=version, uid=uid, task_id=task_id, order=order, text=text, pinned=pinned))
+    PlanStep.objects.bulk_create(rows)
+    fields = {"version": number, "next_step_uid": next_uid}
+    if plan.status == Plan.Status.APPROVED:
+        fields["status"] = Plan.Status.DRAFT  # approval is bound to a version: an edit needs a new one
+    Plan.objects.filter(pk=plan.pk).update(**fields)
+    return version
+
+
+@transaction.atomic
+def plan_draft(*, actor: Any, crew: Crew, inputs: Any) -> Plan:
+    """Start drafting a plan for ``crew`` with ``inputs``; it fills in in the background."""
+    from agents.selectors import llm_default
+    from crews.bridge import crew_snapshot
+    from crews.runs import _check_rate, crew_check_runnable, crew_texts, inputs_validate
+
+    _check_rate(actor)
+    snapshot = crew_snapshot(crew)
+    crew_check_runnable(crew=crew, snapshot=snapshot)
+    clean = inputs_validate(crew=crew, inputs=inputs, texts=crew_texts(snapshot))
+    plan = Plan.objects.create(
+        crew=crew, inputs=clean, created_by=actor, llm=crew.planning_llm or llm_default(),
+        status=Plan.Status.GENERATING,
+    )
+    from crews.tasks import generate_plan
+
+    transaction.on_commit(lambda: generate_plan.enqueue(plan.pk))
+    return plan
+
+
+def plan_store_draft(*, plan_id: int, steps: Mapping[str, Sequence[str]], usage: Mapping[str, Any],
+                     task_ids: Sequence[int]) -> Plan:
+    """The planner's draft becomes version 1 (or the next version when re-drafting)."""
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        valid = set(Task.objects.filter(pk__in=task_ids, crew_id=plan.crew_id).values_list("pk", flat=True))
+        rows = {int(k): [(None, text[:MAX_STEP_CHARS], False) for text in v[:MAX_STEPS_PER_TASK]]
+                for k, v in steps.items() if int(k) in valid}
+        for task_id in task_ids:
+            if task_id in valid:
+                rows.setdefault(task_id, [])
+        _new_version(plan, actor=None, note="drafted", steps=rows)
+        _add_usage(plan.pk, usage)
+        Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.DRAFT, error="")
+    return Plan.objects.get(pk=plan_id)
+
+
+def _add_usage(plan_id: int, usage: Mapping[str, Any]) -> None:
+    Plan.objects.filter(pk=plan_id).update(
+        prompt_tokens=F("prompt_tokens") + int(usage.get("prompt_tokens", 0)),
+        completion_tokens=F("completion_tokens") + int(usage.get("completion_tokens", 0)),
+        cost_usd=F("cost_usd") + Decimal(str(usage.get("cost_usd", 0))),
+    )
+
+
+def plan_fail(*, plan_id: int, error: str, usage: Mapping[str, Any] | None = None) -> None:
+    Plan.objects.filter(pk=plan_id, status=Plan.Status.GENERATING).update(status=Plan.Status.FAILED, error=error)
+    if usage:
+        _add_usage(plan_id, usage)
+
+
+def _parse_body(plan: Plan, tasks: Any) -> dict[int, list[tuple[int | None, str, bool]]]:
+    if not isinstance(tasks, list):
+        raise ValidationError({"tasks": _("Give a list of tasks with their steps.")})
+    crew_tasks = set(plan.crew.tasks.values_list("pk", flat=True))
+    known_uids = {s.uid for steps in current_steps(plan).values() for s in steps}
+    parsed: dict[int, list[tuple[int | None, str, bool]]] = {}
+    seen_uids: set[int] = set()
+    for i, entry in enumerate(tasks):
+        task_id = entry.get("task_id") if isinstance(entry, dict) else None
+        if not isinstance(task_id, int) or task_id not in crew_tasks:
+            raise ValidationError({f"tasks[{i}].task_id": _("Unknown task %(id)s.") % {"id": task_id}})
+        if task_id in parsed:
+            raise ValidationError({f"tasks[{i}].task_id": _("Task %(id)s is listed twice.") % {"id": task_id}})
+        steps = entry.get("steps")
+        if not isinstance(steps, list):
+            raise ValidationError({f"tasks[{i}].steps": _("Give a list of steps.")})
+        if len(steps) > MAX_STEPS_PER_TASK:
+            raise ValidationError({f"tasks[{i}].steps": _("At most %(n)s steps per task.") % {"n": MAX_STEPS_PER_TASK}})
+        rows = []
+        for j, step in enumerate(steps):
+            where = f"tasks[{i}].steps[{j}]"
+            if not isinstance(step, dict):
+                raise ValidationError({where: _("A step is an object with its text.")})
+            text = step.get("text")
+            if not isinstance(text, str) or not text.strip():
+                raise ValidationError({f"{where}.text": _("A step needs some text.")})
+            if len(text) > MAX_STEP_CHARS:
+                raise ValidationError({f"{where}.text": _("A step is at most %(n)s characters.") % {"n": MAX_STEP_CHARS}})
+            uid = step.get("id")
+            if uid is not None:
+                if not isinstance(uid, int) or uid not in known_uids or uid in seen_uids:
+                    raise ValidationError({f"{where}.id": _("Unknown or repeated step id %(id)s.") % {"id": uid}})
+                seen_uids.add(uid)
+            rows.append((uid, text.strip(), bool(step.get("pinned", False))))
+        parsed[task_id] = rows
+    return parsed
+
+
+@transaction.atomic
+def plan_update(*, actor: Any, plan: Plan, expected_version: int | None, tasks: Any, note: str = "edited") -> Plan:
+    """Save an edit as a new version; a stale ``expected_version`` is a conflict and saves nothing.
+
+    Tasks not in the body keep their steps. Steps keep their ids; a step without one is new.
+    """
+    locked = Plan.objects.select_for_update().get(pk=plan.pk)
+    if locked.status in (Plan.Status.GENERATING, Plan.Status.FAILED, Plan.Status.SUPERSEDED):
+        raise Conflict(_("This plan cannot be edited while it is %(status)s.") % {"status": locked.get_status_display().lower()}, code="plan_state")
+    if expected_version is None:
+        raise ValidationError({"If-Match": _("Send the version you edited in the If-Match header.")})
+    if expected_version != locked.version:
+        raise Conflict(
+            _("This plan changed elsewhere (now version %(now)s, you edited %(yours)s): reload it.")
+            % {"now": locked.version, "yours": expected_version},
+            code="stale_version",
+        )
+    parsed = _parse_body(locked, tasks)
+    merged: dict[int, list[tuple[int | None, str, bool]]] = {
+        task_id: [(s.uid, s.text, s.pinned) for s in steps] for task_id, steps in current_steps(locked).items()
+    }
+    merged.update(parsed)
+    _new_version(locked, actor=actor, note=note, steps=merged)
+    return Plan.objects.get(pk=plan.pk)
+
+
+@transaction.atomic
+def plan_restore(*, actor: Any, plan: Plan, number: int) -> Plan:
+    """Restoring version ``number`` saves its steps as a new version."""
+    locked = Plan.objects.select_for_update().get(pk=plan.pk)
+    if not locked.versions.filter(number=number).exists():
+        raise NotFound(_("This plan has no version %(n)s.") % {"n": number})
+    if locked.status in (Plan.Status.GENERATING, Plan.Status.SUPERSEDED):
+        raise Conflict(_("This plan cannot be changed now."), code="plan_state")
+    old = {task_id: [(s.uid, s.text, s.pinned) for s in steps] for task_id, steps in current_steps(locked, number).items()}
+    _new_version(locked, actor=actor, note=f"restored v{number}", steps=old)
+    return Plan.objects.get(pk=plan.pk)
+
+
+@transaction.atomic
+def plan_approve(*, actor: Any, plan: Plan, version: int | None = None, supersede: bool = True) -> Plan:
+    """Approval binds to the current version; older approved plans of the crew are superseded.
+
+    A plan a run drafted for itself (``supersede=False``) leaves the crew's other plans alone.
+    """
+    locked = Plan.objects.select_for_update().get(pk=plan.pk)
+    if locked.status not in (Plan.Status.DRAFT, Plan.Status.APPROVED):
+        raise Conflict(_("Only a drafted plan can be approved."), code="plan_state")
+    if version is not None and version != locked.version:
+        raise Conflict(_("This plan changed elsewhere: reload it before approving."), code="stale_version")
+    if supersede:
+        Plan.objects.filter(crew_id=locked.crew_id, status=Plan.Status.APPROVED).exclude(pk=locked.pk).update(
+            status=Plan.Status.SUPERSEDED)
+    locked.status = Plan.Status.APPROVED
+    locked.approved_version = locked.version
+    locked.save(update_fields=["status", "approved_version", "updated_at"])
+    return locked
+
+
+@transaction.atomic
+def plan_regenerate(*, actor: Any, plan: Plan, task: Task, feedback: str = "") -> Plan:
+    """Re-draft one task's unpinned steps (pinned ones stay where they are), in the background."""
+    locked = Plan.objects.select_for_update().get(pk=plan.pk)
+    if task.crew_id != locked.crew_id:
+        raise NotFound(_("No task with id %(id)s in this plan.") % {"id": task.pk})
+    if locked.status not in (Plan.Status.DRAFT, Plan.Status.APPROVED):
+        raise Conflict(_("Only a drafted plan can be regenerated."), code="plan_state")
+    if not isinstance(feedback, str) or len(feedback) > MAX_STEP_CHARS:
+        raise ValidationError({"feedback": _("The note is at most %(n)s characters.") % {"n": MAX_STEP_CHARS}})
+    busy = list(locked.regenerating_task_ids or [])
+    if task.pk in busy:
+        raise Conflict(_("This task is already being regenerated."), code="busy")
+    locked.regenerating_task_ids = [*busy, task.pk]
+    locked.save(update_fields=["regenerating_task_ids"])
+    from crews.tasks import regenerate_plan_task
+
+    transaction.on_commit(lambda: regenerate_plan_task.enqueue(locked.pk, task.pk, feedback.strip(), actor.pk if actor else None))
+    return locked
+
+
+def merge_regenerated(old: Sequence[PlanStep], new_texts: Sequence[str]) -> list[tuple[int | None, str, bool]]:
+    """Pinned steps keep their places; new steps fill the other places in order, extras at the end."""
+    fresh = [(None, t[:MAX_STEP_CHARS], False) for t in new_texts[:MAX_STEPS_PER_TASK]]
+    merged: list[tuple[int | None, str, bool]] = []
+    for step in old:
+        if step.pinned:
+            merged.append((step.uid, step.text, True))
+        elif fresh:
+            merged.append(fresh.pop(0))
+    return merged + fresh
+
+
+def plan_store_regenerated(*, plan_id: int, task_id: int, texts: Sequence[str], actor: Any,
+                           usage: Mapping[str, Any], error: str = "") -> Plan:
+    """Apply a regeneration onto the newest version, so edits made meanwhile are kept."""
+    with transaction.atomic():
+        plan = Plan.objects.select_for_update().get(pk=plan_id)
+        plan.regenerating_task_ids = [t for t in plan.regenerating_task_ids or [] if t != task_id]
+        plan.error = error
+        plan.save(update_fields=["regenerating_task_ids", "error"])
+        _add_usage(plan_id, usage)
+        if not error and plan.status in (Plan.Status.DRAFT, Plan.Status.APPROVED):
+            steps = current_steps(plan)
+            merged = merge_regenerated(steps.get(task_id, []), texts)
+            _new_version(plan, actor=actor, note="regenerated", steps={**{k: [(s.uid, s.text, s.pinned) for s in v] for k, v in steps.items()}, task_id: merged})
+    return Plan.objects.get(pk=plan_id)

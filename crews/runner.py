@@ -1,0 +1,293 @@
+"""Executes runs and plan drafts in a worker: engine context in, outcome and events out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import close_old_connections
+
+from agents.bridge import agent_spec, llm_lookup, llm_spec
+from agents.engine.agent import AgentError, run_agent
+from agents.engine.calls import BudgetExceeded, LLMCaller, RateLimiters
+from agents.engine.events import NullSink
+from agents.engine.gateway import RoutingGateway
+from agents.engine.llm import LLMError
+from agents.engine.runtime import (
+    Cancelled,
+    CancelToken,
+    EventEmitter,
+    RunContext,
+    SystemClock,
+    Usage,
+)
+from agents.engine.specs import Budget, TaskSpec
+from agents.models import LLM
+from agents.selectors import llm_default, prompt_book
+from agents.tools import registry
+from crews import plans, runs
+from crews.bridge import DatabaseHuman, RunEventSink, crew_snapshot, crew_spec
+from crews.engine.interpolate import MissingInput
+from crews.engine.kickoff import run_crew
+from crews.engine.planner import CrewPlanError, draft_crew_plan
+from crews.engine.specs import CrewSpec
+from crews.models import Plan, Run, RunTask
+from planner_site.worker import default_worker_id, on_worker_stop
+
+logger = logging.getLogger(__name__)
+
+WATCH_SECONDS = 0.25  # how soon a stop request reaches a run in another process
+SHUTDOWN = "shutdown"
+
+# Shared by every run in this process, so one LLM's requests-per-minute limit holds across runs.
+_clock = SystemClock()
+_limiters = RateLimiters(_clock)
+# Runs executing in this process: a stop from this process's web side reaches them at once.
+_active: dict[int, CancelToken] = {}
+_active_lock = threading.Lock()
+
+
+class RunFailed(Exception):
+    """The run ended without an answer; the message is safe to show."""
+
+
+def db(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return sync_to_async(fn)
+
+
+def cancel_in_process(run_id: int) -> None:
+    with _active_lock:
+        token = _active.get(run_id)
+    if token is not None:
+        token.cancel("cancelled")
+
+
+def _default_llm() -> LLM:
+    llm = llm_default()
+    if llm is None:
+        from agents.services import llm_ensure_demo
+
+        llm = llm_ensure_demo()
+    return llm
+
+
+def execute(run_id: int, worker_id: str | None = None) -> None:
+    """Claim ``run_id`` and run it to an end state; a stopping worker leaves it interrupted."""
+    run = runs.run_claim(run_id=run_id, worker_id=worker_id or default_worker_id(f"-{threading.get_ident()}"))
+    if run is None:
+        return
+    token = CancelToken()
+    with _active_lock:
+        _active[run_id] = token
+    remove_hook = on_worker_stop(lambda: token.cancel(SHUTDOWN))
+    try:
+        async_to_sync(_execute)(run_id, token)
+    finally:
+        remove_hook()
+        with _active_lock:
+            _active.pop(run_id, None)
+        close_old_connections()
+
+
+async def _watch(run_id: int, token: CancelToken) -> None:
+    """Heartbeat, and a stop request made in another process, polled while the run works."""
+    beat = settings.PLANNER_RUN_HEARTBEAT_SECONDS
+    since_beat = beat
+    check = db(lambda: bool(Run.objects.filter(pk=run_id, cancel_requested=True).exists()))
+    heartbeat = db(runs.run_heartbeat)
+    while not token.cancelled:
+        if since_beat >= beat:
+            stop = await heartbeat(run_id=run_id)
+            since_beat = 0.0
+        else:
+            stop = await check()
+        if stop:
+            token.cancel("cancelled")
+            return
+        await asyncio.sleep(WATCH_SECONDS)
+        since_beat += WATCH_SECONDS
+
+
+def _context(run: Run, token: CancelToken, budget: Budget) -> RunContext:
+    sink = RunEventSink(run.pk)
+    emit = EventEmitter(sink=sink, clock=_clock)
+    usage = Usage()
+    caller = LLMCaller(
+        gateway=RoutingGateway(), emit=emit, cancel=token, clock=_clock, usage=usage,
+        limiters=_limiters, budget=budget,
+    )
+    return RunContext(
+        llm=caller, emit=emit, cancel=token, clock=_clock, human=DatabaseHuman(run.pk, token),
+        prompts=prompt_book(), tools=registry(), usage=usage,
+    )
+
+
+async def _execute(run_id: int, token: CancelToken) -> None:
+    run = await db(lambda: Run.objects.select_related("plan", "planning_plan").get(pk=run_id))()
+    watcher = asyncio.ensure_future(_watch(run_id, token))
+    try:
+        default = await db(_default_llm)()
+        if run.agent_id is not None:
+            ctx = await db(_context)(run, token, Budget())
+            output = await _run_agent(ctx, run, default)
+        else:
+            spec = await db(crew_spec)(run.snapshot, default_llm=default)
+            ctx = await db(_context)(run, token, spec.budget)
+            output = await _run_crew(ctx, run, spec.interpolated(run.inputs))
+    except Cancelled:
+        status = Run.Status.INTERRUPTED if token.reason == SHUTDOWN else Run.Status.CANCELLED
+        await db(runs.run_finish)(run_id=run_id, status=status)
+    except BudgetExceeded as exc:
+        await db(runs.run_finish)(run_id=run_id, status=Run.Status.FAILED, error=str(exc))
+    except (RunFailed, CrewPlanError, AgentError, LLMError, MissingInput, LookupError) as exc:
+        await db(runs.run_finish)(run_id=run_id, status=Run.Status.FAILED, error=str(exc))
+    except Exception:
+        logger.exception("run %s failed unexpectedly", run_id)
+        await db(runs.run_finish)(
+            run_id=run_id, status=Run.Status.FAILED, error="The run stopped because of an internal error."
+        )
+    else:
+        await db(runs.run_finish)(run_id=run_id, status=Run.Status.SUCCEEDED, output=output)
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+
+
+async def _run_agent(ctx: RunContext, run: Run, default: LLM) -> str:
+    agent = await db(lambda: agent_spec(run.snapshot["agent"], llms=llm_lookup(default=default)))()
+    result = await run_agent(ctx, agent, TaskSpec.from_message(run.message))
+    return result.output
+
+
+async def _run_crew(ctx: RunContext, run: Run, spec: CrewSpec) -> str:
+    done = await db(lambda: {
+        str(r.task_id_snapshot): r.output
+        for r in RunTask.objects.filter(run_id=run.pk, status=RunTask.Status.DONE)
+    })()
+    steps: dict[str, list[str]] | None = None
+    if run.plan_id and run.plan_version:
+        steps = await db(plans.steps_by_task_key)(run.plan, run.plan_version)
+        await ctx.emit("crew_plan.approved", {"plan_id": run.plan_id, "version": run.plan_version})
+    elif spec.planning:
+        steps = await _plan_in_run(ctx, run, spec)
+    result = await run_crew(ctx, spec, plan=steps, done=done)
+    if result.failed:
+        raise RunFailed(result.error)
+    return result.output
+
+
+async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> dict[str, list[str]] | None:
+    """Draft the crew plan inside the run; with review, wait until a person approves it."""
+    await db(runs.run_set_planning)(run_id=run.pk)
+    assert spec.planning_llm is not None
+    before = (ctx.usage.prompt_tokens, ctx.usage.completion_tokens, ctx.usage.cost_usd)
+    try:
+        draft = await draft_crew_plan(ctx, spec, llm=spec.planning_llm)
+    except CrewPlanError:
+        if not spec.run_without_plan_on_failure:
+            raise
+        await ctx.emit("crew_plan.warning", {"message": "Planning failed; the crew runs without a plan."})
+        await db(runs.run_set_running)(run_id=run.pk)
+        return None
+    usage = {
+        "prompt_tokens": ctx.usage.prompt_tokens - before[0],
+        "completion_tokens": ctx.usage.completion_tokens - before[1],
+        "cost_usd": ctx.usage.cost_usd - before[2],
+    }
+    plan = await db(_store_run_plan)(run, draft.steps, usage, [int(t.key) for t in spec.tasks])
+    await ctx.emit("crew_plan.completed", {"plan_id": plan.pk, "version": plan.version})
+    if run.review_plan:
+        await db(runs.run_wait_for_plan_approval)(run_id=run.pk, plan=plan)
+        plan = await _wait_for_approval(ctx.cancel, plan.pk)
+    else:
+        plan = await db(plans.plan_approve)(actor=None, plan=plan, supersede=False)
+    await ctx.emit("crew_plan.approved", {"plan_id": plan.pk, "version": plan.approved_version})
+    await db(runs.run_use_plan)(run_id=run.pk, plan=plan)
+    await db(runs.run_set_running)(run_id=run.pk)
+    return await db(plans.steps_by_task_key)(plan, plan.approved_version)
+
+
+def _store_run_plan(run: Run, steps: dict[str, list[str]], usage: dict[str, Any], task_ids: list[int]) -> Plan:
+    plan = Plan.objects.create(
+        crew_id=run.crew_id, inputs=run.inputs, created_by=run.created_by, status=Plan.Status.GENERATING,
+        llm_id=run.snapshot["crew"]["planning_llm_id"],
+    )
+    return plans.plan_store_draft(plan_id=plan.pk, steps=steps, usage=usage, task_ids=task_ids)
+
+
+async def _wait_for_approval(cancel: CancelToken, plan_id: int) -> Plan:
+    fetch = db(lambda: Plan.objects.filter(pk=plan_id, status=Plan.Status.APPROVED).first())
+    while True:
+        cancel.raise_if_cancelled()
+        plan = await fetch()
+        if plan is not None:
+            return plan
+        await cancel.race(asyncio.sleep(WATCH_SECONDS))
+
+
+# Plans drafted outside a run -------------------------------------------------------------------
+
+
+def _plan_context(usage: Usage) -> RunContext:
+    emit = EventEmitter(sink=NullSink(), clock=_clock)
+    token = CancelToken()
+    caller = LLMCaller(gateway=RoutingGateway(), emit=emit, cancel=token, clock=_clock, usage=usage, limiters=_limiters)
+    return RunContext(llm=caller, emit=emit, cancel=token, clock=_clock, prompts=prompt_book(), tools=registry(), usage=usage)
+
+
+def _usage_dict(usage: Usage) -> dict[str, Any]:
+    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "cost_usd": usage.cost_usd}
+
+
+def _plan_spec(plan: Plan) -> tuple[CrewSpec, Any]:
+    default = _default_llm()
+    spec = crew_spec(crew_snapshot(plan.crew), default_llm=default).interpolated(plan.inputs)
+    llm = llm_spec(plan.llm) if plan.llm_id else spec.planning_llm
+    return spec, llm
+
+
+def generate_plan(plan_id: int) -> None:
+    plan = Plan.objects.select_related("crew", "llm").get(pk=plan_id)
+    usage = Usage()
+    try:
+        spec, llm = _plan_spec(plan)
+        draft = async_to_sync(draft_crew_plan)(_plan_context(usage), spec, llm=llm)
+    except (CrewPlanError, LLMError, MissingInput, LookupError, BudgetExceeded) as exc:
+        plans.plan_fail(plan_id=plan_id, error=str(exc), usage=_usage_dict(usage))
+        return
+    except Exception:
+        logger.exception("drafting plan %s failed unexpectedly", plan_id)
+        plans.plan_fail(plan_id=plan_id, error="Drafting stopped because of an internal error.")
+        return
+    finally:
+        close_old_connections()
+    plans.plan_store_draft(plan_id=plan_id, steps=draft.steps, usage=_usage_dict(usage), task_ids=[int(t.key) for t in spec.tasks])
+
+
+def regenerate_plan(plan_id: int, task_id: int, feedback: str, actor_id: int | None) -> None:
+    plan = Plan.objects.select_related("crew", "llm").get(pk=plan_id)
+    actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
+    usage = Usage()
+    pinned = [s.text for s in plans.current_steps(plan).get(task_id, []) if s.pinned]
+    try:
+        spec, llm = _plan_spec(plan)
+        draft = async_to_sync(draft_crew_plan)(
+            _plan_context(usage), spec, llm=llm, only_tasks=[str(task_id)], feedback=feedback or None,
+            keep={str(task_id): pinned},
+        )
+        texts = draft.steps.get(str(task_id))
+        error = "" if texts is not None else "The planner wrote no steps for this task; nothing changed."
+    except (CrewPlanError, LLMError, MissingInput, LookupError, BudgetExceeded) as exc:
+        texts, error = None, str(exc)
+    finally:
+        close_old_connections()
+    plans.plan_store_regenerated(
+        plan_id=plan_id, task_id=task_id, texts=texts or [], actor=actor, usage=_usage_dict(usage), error=error
+    )
+

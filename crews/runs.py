@@ -1,0 +1,366 @@
+"""Run services: kickoff, stop, people's answers, resume, re-run — the only place run status changes."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from agents.bridge import agent_snapshot
+from agents.models import Agent
+from crews.bridge import crew_snapshot, emit_now
+from crews.engine.interpolate import find_placeholders, missing_inputs
+from crews.models import Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
+from planner_site.audit import audit
+from planner_site.errors import Conflict, NotFound, TooMany
+
+S = Run.Status
+FINISHED = {S.SUCCEEDED, S.FAILED, S.CANCELLED}
+CANCELLABLE = {S.QUEUED, S.PLANNING, S.AWAITING_APPROVAL, S.RUNNING, S.AWAITING_INPUT, S.INTERRUPTED}
+MAX_INPUT_CHARS = 20_000
+
+
+def _enqueue(run: Run) -> None:
+    from crews.tasks import execute_run
+
+    transaction.on_commit(lambda: execute_run.enqueue(run.pk))
+
+
+def _check_rate(actor: Any) -> None:
+    limit = settings.PLANNER_KICKOFF_RATE_PER_MINUTE
+    recent = Run.objects.filter(created_by=actor, created_at__gte=timezone.now() - timedelta(minutes=1)).count()
+    if recent >= limit:
+        raise TooMany(_("Too many runs started in the last minute; wait a moment and try again."))
+
+
+def inputs_validate(*, crew: Crew, inputs: Any, texts: list[str]) -> dict[str, Any]:
+    """Crew defaults overlaid with ``inputs``; every placeholder filled, values scalars or JSON."""
+    if not isinstance(inputs, dict):
+        raise ValidationError({"inputs": _("Inputs must be an object of name: value.")})
+    merged = {**(crew.default_inputs or {}), **inputs}
+    errors: dict[str, str] = {}
+    for name, value in merged.items():
+        try:
+            size = len(value) if isinstance(value, str) else len(json.dumps(value))
+        except (TypeError, ValueError):
+            errors[f"inputs.{name}"] = _("This value is not text, a number or JSON.")
+            continue
+        if size > MAX_INPUT_CHARS:
+            errors[f"inputs.{name}"] = _("This value is too long (at most %(n)s characters).") % {"n": MAX_INPUT_CHARS}
+    for name in missing_inputs(texts, merged):
+        errors[f"inputs.{name}"] = _("Give a value for {%(name)s}.") % {"name": name}
+    if errors:
+        raise ValidationError(errors)
+    wanted = set(find_placeholders(texts))
+    return {k: v for k, v in merged.items() if k in wanted or k in inputs}
+
+
+def crew_texts(snapshot: dict[str, Any]) -> list[str]:
+    texts: list[str] = []
+    for agent in snapshot["agents"]:
+        texts += [agent["role"], agent["goal"], agent["backstory"]]
+    for task in snapshot["tasks"]:
+        texts += [task["description"], task["expected_output"]]
+    return texts
+
+
+def crew_check_runnable(*, crew: Crew, snapshot: dict[str, Any]) -> None:
+    if not snapshot["tasks"]:
+        raise ValidationError({"tasks": _("Add a task before running this crew.")})
+    if crew.process == Crew.Process.HIERARCHICAL:
+        if not crew.manager_llm_id:
+            raise ValidationError({"manager_llm_id": _("A hierarchical crew needs a manager LLM.")})
+        if not snapshot["agents"]:
+            raise ValidationError({"agent_ids": _("A hierarchical crew needs at least one agent.")})
+    else:
+        for task in snapshot["tasks"]:
+            if task["agent_id"] is None:
+                raise ValidationError({"tasks": _("Task %(name)s has no agent.") % {"name": task["name"]}})
+
+
+@transaction.atomic
+def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None,
+                review_plan: bool | None = None, rerun_of: Run | None = None,
+                done: dict[int, RunTask] | None = None) -> Run:
+    """Validate, snapshot the crew, queue the run; it starts once this transaction commits.
+
+    A given plan must be approved and belong to this crew: it is then used verbatim. Without
+    one, a crew with planning drafts its plan inside the run (and waits with ``review_plan``).
+    """
+    _check_rate(actor)
+    snapshot = crew_snapshot(crew)
+    crew_check_runnable(crew=crew, snapshot=snapshot)
+    clean = inputs_validate(crew=crew, inputs=inputs, texts=crew_texts(snapshot))
+    if plan is not None:
+        if plan.crew_id != crew.pk:
+            raise ValidationError({"plan_id": _("This plan belongs to another crew.")})
+        if plan.status != Plan.Status.APPROVED or plan.approved_version is None:
+            raise ValidationError({"plan_id": _("Approve the plan before running it.")})
+    run = Run.objects.create(
+        crew=crew, created_by=actor, plan=plan, plan_version=plan.approved_version if plan else None,
+        inputs=clean, snapshot=snapshot, rerun_of=rerun_of,
+        review_plan=crew.review_plan if review_plan is None else review_plan,
+    )
+    done = done or {}
+    RunTask.objects.bulk_create(
+        RunTask(
+            run=run, task_id_snapshot=t["id"], order=index, name=t["name"],
+            agent_name=next((a["name"] for a in snapshot["agents"] if a["id"] == t["agent_id"]), ""),
+            status=RunTask.Status.DONE if t["id"] in done else RunTask.Status.WAITING,
+            output=done[t["id"]].output if t["id"] in done else "",
+        )
+        for index, t in enumerate(snapshot["tasks"])
+    )
+    emit_now(run.pk, "run.queued", {"crew_id": crew.pk, "plan_id": run.plan_id, "plan_version": run.plan_version})
+    audit(actor=actor, action="run.started", target=run, crew=crew.pk)
+    _enqueue(run)
+    return run
+
+
+@transaction.atomic
+def run_kickoff_agent(*, actor: Any, agent: Agent, message: str) -> Run:
+    """An agent asked something directly: the message is its task (planning per its settings)."""
+    _check_rate(actor)
+    if not isinstance(message, str) or not message.strip():
+        raise ValidationError({"message": _("Write what the agent should do.")})
+    if len(message) > MAX_INPUT_CHARS:
+        raise ValidationError({"message": _("The message is too long.")})
+    run = Run.objects.create(
+        agent=agent, created_by=actor, message=message.strip(), snapshot={"agent": agent_snapshot(agent)}
+    )
+    emit_now(run.pk, "run.queued", {"agent_id": agent.pk})
+    audit(actor=actor, action="run.started", target=run, agent=agent.pk)
+    _enqueue(run)
+    return run
+
+
+def _transition(run_id: int, status: str, event: str | None, data: dict[str, Any] | None = None,
+                *, allowed: set[str] | None = None, **fields: Any) -> bool:
+    """Move a run to ``status`` (only from ``allowed``), then record ``event``; False if refused."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if allowed is not None and run.status not in allowed:
+            return False
+        run.status = status
+        for key, value in fields.items():
+            setattr(run, key, value)
+        run.save(update_fields=["status", *fields])
+        if event:
+            emit_now(run_id, event, data)
+    return True
+
+
+def run_claim(*, run_id: int, worker_id: str) -> Run | None:
+    """A worker takes a queued run; a run stopped before it started ends here as cancelled."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.status != S.QUEUED:
+            return None
+        now = timezone.now()
+        if run.cancel_requested:
+            run.status, run.finished_at = S.CANCELLED, now
+            run.save(update_fields=["status", "finished_at"])
+            emit_now(run_id, "run.cancelled", {})
+            return None
+        run.status = S.RUNNING
+        run.started_at = run.started_at or now
+        run.heartbeat_at = now
+        run.worker_id = worker_id
+        run.save(update_fields=["status", "started_at", "heartbeat_at", "worker_id"])
+        emit_now(run_id, "run.started", {"worker": worker_id})
+    return run
+
+
+def run_heartbeat(*, run_id: int) -> bool:
+    """Record that the run's worker is alive; returns whether someone asked it to stop."""
+    Run.objects.filter(pk=run_id).update(heartbeat_at=timezone.now())
+    return bool(Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first())
+
+
+def run_set_planning(*, run_id: int) -> None:
+    _transition(run_id, S.PLANNING, "run.planning", allowed={S.RUNNING, S.PLANNING})
+
+
+def run_set_running(*, run_id: int) -> None:
+    _transition(run_id, S.RUNNING, None, allowed={S.PLANNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT, S.RUNNING})
+
+
+def run_wait_for_plan_approval(*, run_id: int, plan: Plan) -> None:
+    Run.objects.filter(pk=run_id).update(plan=plan, planning_plan=plan)
+    _transition(run_id, S.AWAITING_APPROVAL, "run.awaiting_approval",
+                {"plan_id": plan.pk, "version": plan.version}, allowed={S.PLANNING, S.RUNNING})
+
+
+def run_use_plan(*, run_id: int, plan: Plan) -> None:
+    Run.objects.filter(pk=run_id).update(plan=plan, plan_version=plan.approved_version)
+
+
+def run_wait_for_feedback(*, run_id: int, task_key: str, answer: str) -> FeedbackRequest:
+    request = FeedbackRequest.objects.create(run_id=run_id, task_key=task_key, answer=answer)
+    _transition(run_id, S.AWAITING_INPUT, "run.awaiting_input",
+                {"kind": "feedback", "feedback_id": request.pk}, allowed={S.RUNNING})
+    return request
+
+
+def run_wait_for_approval(*, run_id: int, approval_id: str, tool: str, args: dict[str, Any]) -> ToolApproval:
+    approval = ToolApproval.objects.create(run_id=run_id, approval_id=approval_id, tool=tool, args=args)
+    _transition(run_id, S.AWAITING_INPUT, "run.awaiting_input",
+                {"kind": "approval", "approval_id": approval_id}, allowed={S.RUNNING})
+    return approval
+
+
+def run_resume_after_person(*, run_id: int) -> None:
+    _transition(run_id, S.RUNNING, None, allowed={S.AWAITING_INPUT})
+
+
+def run_feedback(*, actor: Any, run: Run, text: str) -> FeedbackRequest:
+    """Answer the pending feedback request; an empty text accepts the agent's answer."""
+    if not isinstance(text, str):
+        raise ValidationError({"text": _("Feedback must be text.")})
+    with transaction.atomic():
+        request = (
+            FeedbackRequest.objects.select_for_update()
+            .filter(run=run, status=FeedbackRequest.Status.PENDING).order_by("-id").first()
+        )
+        if request is None:
+            raise Conflict(_("This run is not waiting for feedback."), code="not_waiting")
+        request.text = text.strip()
+        request.status = FeedbackRequest.Status.ANSWERED
+        request.answered_by = actor
+        request.answered_at = timezone.now()
+        request.save()
+    return request
+
+
+def run_decide_approval(*, actor: Any, run: Run, approval_id: str, approve: bool, note: str = "") -> ToolApproval:
+    with transaction.atomic():
+        approval = ToolApproval.objects.select_for_update().filter(run=run, approval_id=approval_id).first()
+        if approval is None:
+            raise NotFound(_("This run has no approval %(id)s.") % {"id": approval_id})
+        if approval.status != ToolApproval.Status.PENDING:
+            raise Conflict(_("This tool call was already decided."), code="already_decided")
+        approval.status = ToolApproval.Status.APPROVED if approve else ToolApproval.Status.DENIED
+        approval.note = (note or "").strip()
+        approval.decided_by = actor
+        approval.decided_at = timezone.now()
+        approval.save()
+    audit(actor=actor, action="run.tool_approved" if approve else "run.tool_denied", target=run, tool=approval.tool)
+    return approval
+
+
+def run_cancel(*, actor: Any, run: Run) -> Run:
+    """Stopping is idempotent: a queued or interrupted run ends at once, a working one winds down."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status in FINISHED:
+            raise Conflict(_("This run has already finished."), code="finished")
+        if locked.status == S.CANCELLING:
+            return locked
+        locked.cancel_requested = True
+        if locked.status in (S.QUEUED, S.INTERRUPTED):
+            locked.status, locked.finished_at = S.CANCELLED, timezone.now()
+            locked.save(update_fields=["cancel_requested", "status", "finished_at"])
+            emit_now(locked.pk, "run.cancelled", {})
+        else:
+            locked.status = S.CANCELLING
+            locked.save(update_fields=["cancel_requested", "status"])
+            emit_now(locked.pk, "run.cancelling", {})
+    audit(actor=actor, action="run.stopped", target=locked)
+    from crews.runner import cancel_in_process
+
+    transaction.on_commit(lambda: cancel_in_process(locked.pk))
+    return locked
+
+
+def run_finish(*, run_id: int, status: str, output: str = "", error: str = "") -> None:
+    """End a run: succeeded, failed, cancelled, or interrupted (resumable)."""
+    event = {S.SUCCEEDED: "run.succeeded", S.FAILED: "run.failed", S.CANCELLED: "run.cancelled",
+             S.INTERRUPTED: "run.interrupted"}[status]
+    data = {"output": output} if status == S.SUCCEEDED else ({"error": error} if error else {})
+    fields: dict[str, Any] = {"output": output, "error": error}
+    if status != S.INTERRUPTED:
+        fields["finished_at"] = timezone.now()
+    _transition(run_id, status, event, data, **fields)
+
+
+def run_mark_stale_interrupted(*, stale_after: float | None = None) -> list[int]:
+    """Runs whose worker stopped beating are interrupted (resumable); returns their ids."""
+    seconds = stale_after if stale_after is not None else settings.PLANNER_RUN_STALE_SECONDS
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    active = [S.PLANNING, S.RUNNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT, S.CANCELLING]
+    ids = list(Run.objects.filter(status__in=active, heartbeat_at__lt=cutoff).values_list("pk", flat=True))
+    marked = []
+    for run_id in ids:
+        with transaction.atomic():
+            run = Run.objects.select_for_update().get(pk=run_id)
+            if run.status not in active or (run.heartbeat_at and run.heartbeat_at >= cutoff):
+                continue
+            if run.status == S.CANCELLING:
+                run.status, run.finished_at = S.CANCELLED, timezone.now()
+                run.save(update_fields=["status", "finished_at"])
+                emit_now(run_id, "run.cancelled", {"reason": "worker stopped"})
+            else:
+                run.status = S.INTERRUPTED
+                run.save(update_fields=["status"])
+                RunTask.objects.filter(run=run, status=RunTask.Status.RUNNING).update(status=RunTask.Status.WAITING)
+                emit_now(run_id, "run.interrupted", {"reason": "the worker running it stopped"})
+            marked.append(run_id)
+    return marked
+
+
+def run_resume(*, actor: Any, run: Run) -> Run:
+    """An interrupted run continues from its first unfinished task; finished outputs are kept."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status != S.INTERRUPTED:
+            raise Conflict(_("Only an interrupted run can be resumed."), code="not_interrupted")
+        locked.status = S.QUEUED
+        locked.save(update_fields=["status"])
+        RunTask.objects.filter(run=locked).exclude(status=RunTask.Status.DONE).update(
+            status=RunTask.Status.WAITING, error="")
+        emit_now(locked.pk, "run.resumed", {})
+        _enqueue(locked)
+    audit(actor=actor, action="run.resumed", target=locked)
+    return locked
+
+
+def run_rerun(*, actor: Any, run: Run, from_task_id: int | None = None) -> Run:
+    """The same crew, inputs and plan again; from a task, earlier tasks' outputs are reused."""
+    if run.crew is None:
+        if run.agent is None:
+            raise Conflict(_("This run's crew no longer exists."), code="gone")
+        return run_kickoff_agent(actor=actor, agent=run.agent, message=run.message)
+    done: dict[int, RunTask] = {}
+    if from_task_id is not None:
+        results = list(run.task_results.order_by("order"))
+        ids = [r.task_id_snapshot for r in results]
+        if from_task_id not in ids:
+            raise ValidationError({"from_task_id": _("This task was not part of the run.")})
+        for result in results:
+            if result.task_id_snapshot == from_task_id:
+                break
+            if result.status != RunTask.Status.DONE:
+                raise ValidationError({"from_task_id": _("An earlier task did not finish; re-run from it instead.")})
+            done[result.task_id_snapshot] = result
+    plan = run.plan if run.plan and run.plan.status == Plan.Status.APPROVED else None
+    return run_kickoff(actor=actor, crew=run.crew, inputs=run.inputs, plan=plan, rerun_of=run, done=done)
+
+
+def run_approve_plan(*, actor: Any, run: Run, edit: Any = None) -> Plan:
+    """Approve the plan a run drafted for itself (optionally edited first); the run continues."""
+    from crews import plans
+
+    if run.status != S.AWAITING_APPROVAL or run.planning_plan is None:
+        raise Conflict(_("This run is not waiting for a plan approval."), code="not_waiting")
+    plan = run.planning_plan
+    if edit is not None:
+        if not isinstance(edit, dict):
+            raise ValidationError({"plan": _("Send the plan edit as an object with its tasks.")})
+        plan = plans.plan_update(actor=actor, plan=plan, expected_version=plan.version, tasks=edit.get("tasks"))
+    return plans.plan_approve(actor=actor, plan=plan, supersede=False)

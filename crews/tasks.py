@@ -1,0 +1,22 @@
+"""Background tasks (django.tasks): run a crew or an agent, draft or regenerate a plan."""
+
+from __future__ import annotations
+
+from django.tasks import task
+
+from crews import runner
+
+
+@task()
+def execute_run(run_id: int) -> None:
+    runner.execute(run_id)
+
+
+@task()
+def generate_plan(plan_id: int) -> None:
+    runner.generate_plan(plan_id)
+
+
+@task()
+def regenerate_plan_task(plan_id: int, task_id: int, feedback: str, actor_id: int | None) -> None:
+    runner.regenerate_plan(plan_id, task_id, feedback, actor_id)
