@@ -51,7 +51,9 @@ def agent_get(*, user: Any, agent_id: int, for_write: bool = False) -> Agent:
     if agent is None:
         raise NotFound(_("No agent with id %(id)s.") % {"id": agent_id})
     if for_write and not (is_admin(user) or (agent.owner_id == user.pk and can_build(user))):
-        if agent.owner_id != user.pk and not is_admin(user):
+        # A viewer already sees this agent: its role is what stops it (403). A builder
+        # looking at someone else's shared agent gets the same 404 as for a missing one.
+        if can_build(user):
             raise NotFound(_("No agent with id %(id)s.") % {"id": agent_id})
         raise Forbidden(_("Your role cannot change agents."))
     return agent

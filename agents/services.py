@@ -30,13 +30,14 @@ LLM_FIELDS = (
     "input_price_per_1k", "output_price_per_1k",
 )
 AGENT_FIELDS = (
-    "name", "role", "goal", "backstory", "llm", "tools", "tool_options", "agent_type", "max_iter",
-    "max_rpm", "max_execution_time", "max_retry_limit", "respect_context_window", "planning",
+    "name", "role", "goal", "backstory", "llm", "llm_id", "tools", "tool_options", "agent_type",
+    "max_iter", "max_rpm", "max_execution_time", "max_retry_limit", "respect_context_window", "planning",
     "budget_max_tool_calls", "budget_max_input_tokens",
 )
 PLANNING_FIELDS = (
     "reasoning_effort", "observe_steps", "max_attempts", "max_steps", "max_replans",
-    "max_step_iterations", "step_timeout", "llm", "system_prompt", "plan_prompt", "refine_prompt",
+    "max_step_iterations", "step_timeout", "llm", "llm_id", "system_prompt", "plan_prompt",
+    "refine_prompt",
 )
 
 
@@ -45,8 +46,8 @@ def _require_admin(actor: Any) -> None:
         raise Forbidden(_("Only an admin can change LLMs and prompts."))
 
 
-def _save(obj: Any, *, unique_field: str = "name") -> None:
-    obj.full_clean()
+def _save(obj: Any, *, unique_field: str = "name", exclude: list[str] | None = None) -> None:
+    obj.full_clean(exclude=exclude)
     try:
         with transaction.atomic():
             obj.save()
@@ -205,8 +206,11 @@ def _require_builder(actor: Any) -> None:
 
 
 def _apply_planning(agent: Agent, planning_config: dict[str, Any] | None) -> None:
+    # Keep the agent's cached config in step, so callers can render the agent they get back.
+    cache = Agent._meta.get_field("planning_config")
     if planning_config is None:
         PlanningConfig.objects.filter(agent=agent).delete()
+        cache.set_cached_value(agent, None)
         return
     config = PlanningConfig.objects.filter(agent=agent).first() or PlanningConfig(agent=agent)
     for key, value in planning_config.items():
@@ -217,6 +221,7 @@ def _apply_planning(agent: Agent, planning_config: dict[str, Any] | None) -> Non
     except ValidationError as exc:
         raise ValidationError({f"planning_config.{k}": v for k, v in exc.message_dict.items()}) from None
     config.save()
+    cache.set_cached_value(agent, config)
 
 
 @transaction.atomic
@@ -224,7 +229,7 @@ def agent_create(*, actor: Any, planning_config: dict[str, Any] | None = None, *
     """Builders create agents they own."""
     _require_builder(actor)
     agent = Agent(owner=actor, **{k: v for k, v in fields.items() if k in AGENT_FIELDS})
-    _save(agent)
+    _save(agent, exclude=["owner"])
     if planning_config is not None:
         _apply_planning(agent, planning_config)
     return agent
@@ -237,7 +242,7 @@ def agent_update(*, actor: Any, agent: Agent, planning_config: dict[str, Any] | 
     for key, value in fields.items():
         if key in AGENT_FIELDS:
             setattr(agent, key, value)
-    _save(agent)
+    _save(agent, exclude=["owner"])
     if planning_config is not _UNSET:
         _apply_planning(agent, planning_config)
     return agent

@@ -12,7 +12,7 @@ from django.conf import settings
 def registry() -> Any:
     from agents.engine.tools import ToolRegistry
 
-    return ToolRegistry(allowed_hosts=tuple(settings.PLANNER_HTTP_TOOL_ALLOWED_HOSTS))
+    return ToolRegistry(http_allowed_hosts=tuple(settings.PLANNER_HTTP_TOOL_ALLOWED_HOSTS))
 
 
 def catalogue() -> list[dict[str, Any]]:

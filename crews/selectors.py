@@ -45,7 +45,9 @@ def crew_get(*, user: Any, crew_id: int, for_write: bool = False) -> Crew:
 def crew_check_write(*, user: Any, crew: Crew) -> None:
     if is_admin(user) or (crew.owner_id == user.pk and can_build(user)):
         return
-    if crew.owner_id != user.pk:
+    # A viewer already sees this crew: its role is what stops it (403). A builder looking at
+    # someone else's shared crew gets the same 404 as for a missing one.
+    if can_build(user):
         raise NotFound(_("No crew with id %(id)s.") % {"id": crew.pk})
     raise Forbidden(_("Your role cannot change crews."))
 

@@ -18,11 +18,14 @@ from planner_site.roles import can_build
 
 _UNSET: Any = object()
 CREW_FIELDS = (
-    "name", "description", "process", "manager_llm", "planning", "planning_llm", "review_plan",
+    "name", "description", "process", "manager_llm", "manager_llm_id", "planning", "planning_llm",
+    "planning_llm_id", "review_plan",
     "run_without_plan_on_failure", "max_rpm", "budget_max_tokens", "budget_max_cost_usd",
     "default_inputs", "shared",
 )
-TASK_FIELDS = ("name", "description", "expected_output", "agent", "async_execution", "human_input")
+TASK_FIELDS = (
+    "name", "description", "expected_output", "agent", "agent_id", "async_execution", "human_input",
+)
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -194,4 +197,5 @@ def task_reorder(*, actor: Any, crew: Crew, task_ids: Sequence[int]) -> list[Tas
                 )
     for task_id, index in position.items():
         Task.objects.filter(pk=task_id).update(order=index)
+        tasks[task_id].order = index
     return sorted(tasks.values(), key=lambda t: position[t.pk])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -14,15 +15,23 @@ from django.utils import timezone
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
+from ninja.parser import Parser
 from ninja.security import APIKeyCookie, HttpBearer
 
-from planner_site.errors import Conflict, DomainError, Forbidden, NotFound
+from planner_site.errors import Conflict, DomainError, Forbidden, NotFound, TooMany
 
 
 class SessionAuth(APIKeyCookie):
     """The browser's session cookie, with Django's CSRF check on unsafe methods."""
 
     param_name = "sessionid"
+
+    def __call__(self, request: HttpRequest) -> Any:
+        # Not signed in is a 401, whatever the CSRF token says: check CSRF only for a session.
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None
+        return super().__call__(request)
 
     def authenticate(self, request: HttpRequest, key: str | None) -> Any:
         user = getattr(request, "user", None)
@@ -41,6 +50,16 @@ class BearerAuth(HttpBearer):
         return user
 
 
+class JSONParser(Parser):
+    """Bodies are strict JSON: Python's NaN and Infinity extensions are refused."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        def refuse(constant: str) -> None:
+            raise ValueError(f"{constant} is not JSON")
+
+        return json.loads(request.body, parse_constant=refuse)
+
+
 api = NinjaAPI(
     title="Crew Planner API",
     version="1",
@@ -48,6 +67,7 @@ api = NinjaAPI(
     auth=[BearerAuth(), SessionAuth(csrf=True)],
     urls_namespace="api",
     docs_url="/docs",
+    parser=JSONParser(),
 )
 
 
@@ -86,7 +106,7 @@ def on_django_validation(request: HttpRequest, exc: DjangoValidationError) -> Ht
     return error_response(request, 422, detail, "invalid", errors)
 
 
-_DOMAIN_STATUS = ((NotFound, 404), (Forbidden, 403), (Conflict, 409))
+_DOMAIN_STATUS = ((NotFound, 404), (Forbidden, 403), (Conflict, 409), (TooMany, 429))
 
 
 @api.exception_handler(DomainError)
@@ -103,6 +123,12 @@ def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpRe
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
+        # ninja's "Cannot parse request body": the input is invalid, like any other (API.md).
+        message = "The request body is not valid JSON."
+        return error_response(
+            request, 422, message, "invalid_json", [{"field": "body", "message": message}]
+        )
     codes = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found", 405: "method_not_allowed", 409: "conflict", 422: "invalid", 429: "rate_limited"}
     return error_response(request, exc.status_code, str(exc), codes.get(exc.status_code, "error"))
 
