@@ -1,33 +1,44 @@
 """A fake OpenAI-compatible chat-completions server on 127.0.0.1:0 that tests script and inspect.
 
-Real sockets, real HTTP, so the code under test (litellm, openai, httpx) runs unpatched::
+Real sockets and real HTTP, so the code under test (litellm, openai, httpx) runs unpatched::
 
     from tests.fakes.openai_server import FakeLLMServer, Reply
 
     with FakeLLMServer() as server:
         server.add(
-            Reply.error(429, retry_after=0),           # first request
-            Reply.text("Hello there"),                 # second request
+            Reply.error(429, retry_after=0),  # the first request gets this
+            Reply.text("Hello there"),  # the second one this
             Reply.tool_call("calculator", {"expression": "12 * 7"}),
         )
         llm = LLMSpec(key="t", model="openai/fake", api_base=server.base_url, api_key="sk-test")
         ...
         assert server.requests[0].authorization == "Bearer sk-test"
 
-Every ``Reply`` describes one assistant message (text and/or tool calls) plus transport details
-(status, headers, delays, a raw body). Whether it goes out as one JSON body or as a
-``text/event-stream`` depends on the request's ``"stream"`` flag, so one script serves streaming
-and non-streaming callers alike; ``chunks=`` / ``fragments=`` choose how text and tool-call
-arguments are split when streamed. Usage is always reported on JSON bodies, and on streams when the
-client asks with ``stream_options.include_usage`` (``Reply(..., include_usage=False)`` drops it).
+Replies (each also takes ``delay=``, ``chunk_delay=``, ``status=``, ``headers=``,
+``prompt_tokens=``, ``completion_tokens=``, ``include_usage=``):
 
-A request with no scripted reply left gets ``server.default`` (a ``Reply``, or a function of the
-``RecordedRequest`` returning one); with no default it gets a 400 error (never retried)
-and kept in ``server.unexpected`` so a test can tell.
+- ``Reply.text(content, chunks=[...])`` and ``Reply.json(value)``: an assistant message;
+- ``Reply.tool_call(name, args, call_id=, fragments=[...])``, ``Reply.tool_calls(FakeToolCall...)``;
+- ``Reply.error(status, message, retry_after=)``, ``Reply.context_length_exceeded()``;
+- ``Reply.malformed(body)``: a 200 whose body is not JSON;
+- ``reply.after(seconds)``: the same reply, held back (to trigger a client timeout).
 
-The pytest fixture ``fake_llm_server`` yields a started server and closes it after the test; use
-it by importing it into a test module or by listing this module in ``pytest_plugins`` of the root
-``conftest.py``.
+A reply describes one assistant message; whether it goes out as one JSON body or as a
+``text/event-stream`` follows the request's ``"stream"`` flag, so one script serves streaming and
+non-streaming callers alike (``chunks`` / ``fragments`` split text and tool-call arguments when
+streamed; ``chunk_delay`` spaces the events). Usage is always on JSON bodies, and on streams when
+the client asks with ``stream_options.include_usage``.
+
+Inspecting: ``server.requests`` (``RecordedRequest``: headers, raw bytes, parsed ``body``,
+``messages``, ``authorization``), ``server.request_count``, ``server.pending``. A request with no
+scripted reply left gets ``server.default`` (a ``Reply``, or a function of the ``RecordedRequest``
+returning one); with no default it gets a 400 error (not retryable) and is also kept in
+``server.unexpected``.
+
+The pytest fixture ``fake_llm_server`` yields a started server and closes it after the test. Use
+it by importing it into a test module
+(``from tests.fakes.openai_server import fake_llm_server as fake_llm_server  # noqa: F401``) or by
+listing ``"tests.fakes.openai_server"`` in ``pytest_plugins`` of the root ``conftest.py``.
 """
 
 from __future__ import annotations
@@ -436,6 +447,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         # HTTP/1.1 keeps connections alive like a real endpoint does (measures true overhead).
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in separate writes; without TCP_NODELAY, Nagle plus the
+        # client's delayed ACK adds ~40 ms to every response.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
             return  # keep test output clean

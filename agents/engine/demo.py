@@ -1,0 +1,523 @@
+"""The offline demo model (ENGINE.md §7): deterministic answers for every purpose, no network.
+
+``DemoGateway`` implements the Gateway Protocol, so a fresh install can plan and run a crew end to
+end without a key, and tests that do not need a scripted LLM get stable answers. It reads
+``request.purpose`` and the messages (the engine's own prompt layouts from
+``agents.engine.prompts``) and answers in the shape each caller expects.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.engine.llm import DeltaCallback, LLMRequest, LLMResponse, Message, ToolCall
+
+__all__ = ["DEMO_MODEL", "DemoGateway", "demo_answer"]
+
+DEMO_MODEL = "demo/offline"
+DEMO_NOTE = (
+    "This answer comes from the offline demo model, which restates the task instead of doing "
+    "it; choose a real LLM to get real work done."
+)
+_CLIP = 160
+_WORDS_PER_DELTA = 3
+
+# A simple arithmetic expression such as "12 * 7" or "3.5+4". "-" and "/" need spaces around
+# them so dates (2024-01-05, 1/2/2024) and ranges are not taken for sums.
+_EXPRESSION = re.compile(
+    r"(?<![\w.])\d+(?:\.\d+)?(?:(?:\s*[*+×]\s*|\s+[-/]\s+)\d+(?:\.\d+)?)+(?![\w.])"
+)
+_TASK_HEADER = re.compile(r"^#{1,6}[ \t]*Task[ \t]+(\d+)[ \t]*[:.)-]?[ \t]*(.*)$", re.M | re.I)
+_PLAIN_TASK_HEADER = re.compile(r"^Task[ \t]+(\d+)[ \t]*:[ \t]*(.*)$", re.M | re.I)
+_FIELD = re.compile(r"^([A-Za-z][A-Za-z _'-]{0,30}?)[ \t]*:[ \t]*(.*)$")
+# Field names the crew planner's task blocks use; any other "Word: text" line is description.
+_KNOWN_FIELDS = frozenset(
+    {
+        "description", "expected output", "expected_output", "agent", "agent role", "role",
+        "agent goal", "goal", "backstory", "agent backstory", "tools", "context",
+        "context tasks", "receives", "inputs",
+    }
+)  # fmt: skip
+_TOOL_NAME = re.compile(r"[A-Za-z_][\w-]*")
+
+
+@dataclass(slots=True)
+class DemoAnswer:
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+class DemoGateway:
+    """The ``demo/offline`` model: no network, no key, the same answer for the same request."""
+
+    async def complete(
+        self, request: LLMRequest, *, on_delta: DeltaCallback | None = None
+    ) -> LLMResponse:
+        answer = demo_answer(request)
+        if request.stream and on_delta is not None and answer.content:
+            for piece in _word_chunks(answer.content, _WORDS_PER_DELTA):
+                await on_delta(piece)
+        prompt_chars = sum(_message_chars(m) for m in request.messages)
+        answer_chars = len(answer.content) + sum(len(c.arguments) for c in answer.tool_calls)
+        return LLMResponse(
+            content=answer.content,
+            tool_calls=answer.tool_calls,
+            prompt_tokens=max(1, prompt_chars // 4),
+            completion_tokens=max(1, answer_chars // 4),
+            cost_usd=0.0,
+            latency_ms=0,
+            finish_reason="tool_calls" if answer.tool_calls else "stop",
+            model="demo",
+        )
+
+
+def demo_answer(request: LLMRequest) -> DemoAnswer:
+    """What the demo model says to ``request`` (pure: no I/O, no randomness)."""
+    purpose = request.purpose
+    if purpose == "crew_plan":
+        return _crew_plan(request)
+    if purpose in ("agent_plan", "refine", "replan"):
+        return _agent_plan(request)
+    if purpose == "observe":
+        return _json_answer(request, _observation(request))
+    if purpose == "plan_execute_plan":
+        return DemoAnswer(content=json.dumps(_plan_execute_steps(request)))
+    if request.response_schema is not None:
+        return _json_answer(request, _fill_schema(request.response_schema, _task(request)[0]))
+    if purpose in ("synthesis", "aggregate"):
+        return DemoAnswer(content=_synthesis(request))
+    return _react(request)
+
+
+# -- crew planning -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _TaskBlock:
+    number: int
+    name: str
+    fields: dict[str, str]
+
+    def get(self, *names: str) -> str:
+        for name in names:
+            if self.fields.get(name):
+                return self.fields[name]
+        return ""
+
+
+def _crew_plan(request: LLMRequest) -> DemoAnswer:
+    text = _user_text(request.messages)
+    blocks = _task_blocks(text) or [_TaskBlock(1, "", {"description": _clip(text)})]
+    plans = [{"task_number": b.number, "steps": _crew_plan_steps(b)} for b in blocks]
+    return _json_answer(request, {"plans": plans})
+
+
+def _task_blocks(text: str) -> list[_TaskBlock]:
+    headers = list(_TASK_HEADER.finditer(text)) or list(_PLAIN_TASK_HEADER.finditer(text))
+    blocks: list[_TaskBlock] = []
+    for index, header in enumerate(headers):
+        end = headers[index + 1].start() if index + 1 < len(headers) else len(text)
+        body = text[header.end() : end]
+        blocks.append(_TaskBlock(int(header.group(1)), header.group(2).strip(), _fields(body)))
+    return blocks
+
+
+def _fields(body: str) -> dict[str, str]:
+    """``Key: value`` lines (lower-cased keys).
+
+    Lines without a key continue the last value until a blank line, so the prompt's own text
+    after the last task block is not read as part of that task.
+    """
+    fields: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in body.splitlines():
+        match = _FIELD.match(line)
+        if match and match.group(1).strip().lower() in _KNOWN_FIELDS:
+            current = match.group(1).strip().lower()
+            fields.setdefault(current, []).append(match.group(2).strip())
+        elif not line.strip():
+            current = None
+        elif current is not None:
+            fields[current].append(line.strip())
+    return {key: "\n".join(v for v in values if v) for key, values in fields.items()}
+
+
+def _tool_names(text: str) -> list[str]:
+    """Tool names from "calculator, web_search" or "- calculator: does sums" style text."""
+    if not text or text.strip().lower().rstrip(".") in ("none", "no tools", "-", "n/a"):
+        return []
+    names: list[str] = []
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    listed = [line.lstrip("-* ").strip() for line in lines if line.startswith(("-", "*"))]
+    for item in listed or ",".join(lines).split(","):
+        head = re.split(r"[:(]", item, maxsplit=1)[0].strip().strip("`'\"")
+        match = _TOOL_NAME.fullmatch(head)
+        if match and head.lower() not in ("none", "tools") and head not in names:
+            names.append(head)
+    return names
+
+
+def _crew_plan_steps(block: _TaskBlock) -> list[str]:
+    label = f'"{block.name}"' if block.name else f"task {block.number}"
+    description = block.get("description") or block.name or f"task {block.number}"
+    expected = block.get("expected output", "expected_output") or "the result the task asks for"
+    tools = _tool_names(block.get("tools"))
+    context = block.get("context")
+    sentences = _sentences(description)
+
+    optional: list[str] = []
+    if context and context.strip().lower() not in ("none", "-"):
+        optional.append(f"Start from the results it receives: {_clip(context, 100)}")
+    for tool in tools[:2]:
+        expression = _expression(description) if tool == "calculator" else None
+        if expression:
+            optional.append(f"Use the calculator tool to compute {expression}")
+        else:
+            optional.append(f"Use the {tool} tool where {label} needs it")
+    if len(sentences) > 1:
+        parts = "; ".join(_clip(s, 70) for s in sentences[:3])
+        optional.append(f"Cover each part of the brief in turn: {parts}")
+
+    return [
+        f"Read {label} and list what it asks for: {_clip(description, 120)}",
+        *optional[:2],
+        f"Write the deliverable: {_clip(expected, 120)}",
+        "Check the deliverable against the expected output and fix any gap before handing it over",
+    ]
+
+
+# -- agent planning ------------------------------------------------------------------------
+
+
+def _agent_plan(request: LLMRequest) -> DemoAnswer:
+    task, expected = _task(request)
+    available = _section(_user_text(request.messages), "Available tools")
+    offered = [n for n in _function_names(request.tools) if n != "create_plan"]
+    tools = _tool_names(available) + offered
+    expression = _expression(task)
+
+    steps: list[dict[str, Any]] = []
+    if expression and "calculator" in tools:
+        steps.append(
+            _plan_step(1, f"Calculate {expression} with the calculator tool", "calculator")
+        )
+    steps.append(_plan_step(len(steps) + 1, f"Work out what the task needs: {_clip(task, 120)}"))
+    sentences = _sentences(task)
+    if len(sentences) > 1:
+        parts = "; ".join(_clip(s, 60) for s in sentences[:3])
+        steps.append(_plan_step(len(steps) + 1, f"Cover each part of the task: {parts}"))
+    final = f"Write the final answer as the expected output asks: {_clip(expected, 120)}"
+    steps.append(_plan_step(len(steps) + 1, final, depends_on=[s["number"] for s in steps]))
+
+    plan = {
+        "plan": f"Offline demo plan in {len(steps)} steps for: {_clip(task, 100)}",
+        "steps": steps,
+        "ready": True,
+    }
+    if "create_plan" in _function_names(request.tools):
+        return DemoAnswer(tool_calls=[_tool_call("create_plan", plan)])
+    return DemoAnswer(content=json.dumps(plan, indent=2) + "\n\nREADY")
+
+
+def _plan_step(
+    number: int, description: str, tool: str | None = None, depends_on: list[int] | None = None
+) -> dict[str, Any]:
+    return {
+        "number": number,
+        "description": description,
+        "tool": tool,
+        "depends_on": depends_on or [],
+    }
+
+
+def _observation(request: LLMRequest) -> dict[str, Any]:
+    result = _section(_user_text(request.messages), "Its result")
+    learned = "The step finished"
+    if result:
+        learned += f" and produced: {_clip(result, 100)}"
+    return {
+        "success": True,
+        "learned": learned + " (offline demo model review).",
+        "plan_valid": True,
+        "refinements": [],
+        "needs_replan": False,
+        "replan_reason": "",
+        "goal_achieved": False,
+    }
+
+
+def _plan_execute_steps(request: LLMRequest) -> list[dict[str, Any]]:
+    task, expected = _task(request)
+    actions: list[str] = []
+    expression = _expression(task)
+    if expression and "calculator" in _function_names(request.tools) + _tool_names(
+        _section(_all_text(request.messages), "Available tools")
+    ):
+        actions.append(f"Calculate {expression} with the calculator tool")
+    actions.append(f"Work out what the task needs: {_clip(task, 120)}")
+    actions.append(f"Write the final answer: {_clip(expected, 120)}")
+    return [{"step": n, "action": a} for n, a in enumerate(actions, start=1)]
+
+
+# -- answering -----------------------------------------------------------------------------
+
+
+def _react(request: LLMRequest) -> DemoAnswer:
+    task, expected = _task(request)
+    result = _tool_result(request.messages)
+    expression = _expression(task)
+    calculator = _calculator(request.tools)
+    if result is None and expression:
+        if calculator is not None:
+            name, argument = calculator
+            return DemoAnswer(
+                content="Thought: I will compute this with the calculator.",
+                tool_calls=[_tool_call(name, {argument: expression})],
+            )
+        if not request.tools and _text_protocol_offers(request.messages, "calculator"):
+            action_input = json.dumps({"expression": expression})
+            return DemoAnswer(
+                content="Thought: I will compute this with the calculator.\n"
+                f"Action: calculator\nAction Input: {action_input}"
+            )
+    answer = f'Offline demo answer for the task "{_clip(task)}". Expected output: {_clip(expected)}'
+    answer = answer.rstrip(".") + "."
+    if result is not None:
+        answer += f" The tool returned: {_clip(result, 200)}."
+    answer += " " + DEMO_NOTE
+    return DemoAnswer(content=f"Thought: I now know the final answer\nFinal Answer: {answer}")
+
+
+def _synthesis(request: LLMRequest) -> str:
+    """One merged answer: the caller asked for the answer only, so no ReAct framing."""
+    task, expected = _task(request)
+    text = _user_text(request.messages)
+    results = _section(text, "Step results") or _section(text, "Step outputs")
+    # The synthesis prompt closes with its instruction; it is not part of the results.
+    results = re.split(r"\n\s*\n(?=Write the final answer)", results, maxsplit=1)[0]
+    answer = f'Offline demo answer for the task "{_clip(task)}". Expected output: {_clip(expected)}'
+    answer = answer.rstrip(".") + "."
+    if results:
+        answer += f"\n\n{results.strip()}\n\n"
+    else:
+        answer += " "
+    return answer + DEMO_NOTE
+
+
+def _json_answer(request: LLMRequest, value: Any) -> DemoAnswer:
+    """JSON as text, or as the arguments of the one function the caller offered or forced."""
+    forced = _forced_function(request)
+    if forced is not None:
+        return DemoAnswer(tool_calls=[_tool_call(forced, value)])
+    return DemoAnswer(content=json.dumps(value))
+
+
+def _fill_schema(schema: dict[str, Any], text: str, depth: int = 0) -> Any:
+    """A value that satisfies a simple JSON schema: the demo's structured answer."""
+    defs = schema.get("$defs") or schema.get("definitions") or {}
+    return _fill(schema, text, defs, depth)
+
+
+def _fill(schema: Any, text: str, defs: dict[str, Any], depth: int) -> Any:
+    if not isinstance(schema, dict) or depth > 6:
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.rsplit("/", 1)[-1] in defs:
+        return _fill(defs[ref.rsplit("/", 1)[-1]], text, defs, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return _fill(schema[key][0], text, defs, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {name: _fill(sub, text, defs, depth + 1) for name, sub in props.items()}
+    if kind == "array":
+        return [_fill(schema.get("items") or {"type": "string"}, text, defs, depth + 1)]
+    if kind == "integer":
+        return int(schema.get("minimum", 0))
+    if kind == "number":
+        return float(schema.get("minimum", 0))
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    return f"Offline demo value for: {_clip(text, 80)}"
+
+
+# -- reading the messages ------------------------------------------------------------------
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def _message_chars(message: Message) -> int:
+    calls = message.get("tool_calls") or []
+    return len(_content_text(message.get("content"))) + sum(len(json.dumps(c)) for c in calls)
+
+
+def _user_text(messages: Iterable[Message]) -> str:
+    """What the engine wrote (system and user messages), oldest first."""
+    return "\n\n".join(
+        _content_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")
+    )
+
+
+def _all_text(messages: Iterable[Message]) -> str:
+    return "\n\n".join(_content_text(m.get("content")) for m in messages)
+
+
+def _section(text: str, title: str) -> str:
+    """The body of the last ``## <title>`` section in ``text``."""
+    return _find(rf"(?m)^##[ \t]*{re.escape(title)}[ \t]*\n(.*?)(?=^##[ \t]|\Z)", text)
+
+
+def _task(request: LLMRequest) -> tuple[str, str]:
+    """The task (or step) being worked on and its expected output, from the engine's prompts."""
+    text = _user_text(request.messages)
+    task = (
+        _find(r"(?m)^##[ \t]*Your current step[ \t]*\n(.*?)(?=\n\n|\Z)", text)
+        or _find(r"(?m)^Execute step \d+:[ \t]*(.*?)(?=\n\n|\Z)", text)
+        or _find(r"Current task:[ \t]*(.*?)(?=\n\nThis is the expected criteria|\Z)", text)
+        or _find(r"(?m)^##[ \t]*Task[ \t]*\n(.*?)(?=\n##[ \t]|\Z)", text)
+        or _find(r"(?m)^##[ \t]*Overall task[ \t]*\n(.*?)(?=\n##[ \t]|\Z)", text)
+        or _find(r"(?m)^##[ \t]*Previous plan[ \t]*\n(.*?)(?=\n##[ \t]|\Z)", text)
+        or _find(r"Here is your previous plan:\s*(.*?)(?=\n\nYou said|\Z)", text)
+        or _fallback_task(request.messages)
+    )
+    # A crew plan appended to the description is guidance, not part of the task to restate.
+    task = re.split(r"\n\s*Plan for this task:", task, maxsplit=1)[0].strip()
+    expected = (
+        _find(r"This is the expected criteria for your final answer:[ \t]*(.*?)(?=\n|\Z)", text)
+        or _find(
+            r"(?m)^##[ \t]*Expected output(?: of the overall task)?[ \t]*\n(.*?)(?=\n##|\Z)", text
+        )
+        or "Complete the task successfully"
+    )
+    return _squash(task) or "the task", _squash(expected)
+
+
+def _find(pattern: str, text: str) -> str:
+    """The first group of the last match of ``pattern`` (dot matches newlines), stripped."""
+    matches = list(re.finditer(pattern, text, re.S))
+    return matches[-1].group(1).strip() if matches else ""
+
+
+def _fallback_task(messages: list[Message]) -> str:
+    """The first user message, minus the engine's own instructions."""
+    for message in messages:
+        if message.get("role") == "user":
+            text = _content_text(message.get("content"))
+            text = re.split(r"Create a step-by-step plan for this task", text, maxsplit=1)[0]
+            if text.strip():
+                return text
+    for message in messages:
+        if message.get("role") == "system":
+            return _content_text(message.get("content"))
+    return ""
+
+
+def _tool_result(messages: list[Message]) -> str | None:
+    """The latest tool output in the conversation (native ``tool`` message or ``Observation:``).
+
+    Only messages after the task count: the ReAct system prompt itself explains the format
+    with an "Observation:" line.
+    """
+    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), 0)
+    for message in reversed(messages[first_user + 1 :]):
+        content = _content_text(message.get("content"))
+        if message.get("role") == "tool":
+            return content.strip()
+        if "Observation:" in content:
+            return content.rsplit("Observation:", 1)[1].strip().split("\n\n")[0].strip()
+    return None
+
+
+def _function_names(tools: list[dict[str, Any]] | None) -> list[str]:
+    names: list[str] = []
+    for tool in tools or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.append(function["name"])
+    return names
+
+
+def _calculator(tools: list[dict[str, Any]] | None) -> tuple[str, str] | None:
+    """The calculator tool's name and the argument that takes the expression, if offered."""
+    for tool in tools or []:
+        function = tool.get("function") or {}
+        if function.get("name") != "calculator":
+            continue
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        if "expression" in properties or not properties:
+            return "calculator", "expression"
+        strings = [k for k, v in properties.items() if (v or {}).get("type") == "string"]
+        return ("calculator", strings[0]) if len(strings) == 1 else None
+    return None
+
+
+def _text_protocol_offers(messages: list[Message], tool: str) -> bool:
+    """Whether a ReAct system prompt lists ``tool`` among its Action names."""
+    match = re.search(r"Action: the tool to use, one of \[([^\]]*)\]", _user_text(messages))
+    return bool(match) and tool in [n.strip() for n in match.group(1).split(",")]
+
+
+def _forced_function(request: LLMRequest) -> str | None:
+    """The function the caller forces with ``tool_choice``, or the only one it offers."""
+    choice = request.tool_choice
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name")
+        if isinstance(name, str):
+            return name
+    names = _function_names(request.tools)
+    if choice == "none" or not names:
+        return None
+    return names[0] if len(names) == 1 else None
+
+
+def _tool_call(name: str, arguments: dict[str, Any]) -> ToolCall:
+    return ToolCall(id="demo_call_1", name=name, arguments=json.dumps(arguments))
+
+
+# -- text helpers --------------------------------------------------------------------------
+
+
+def _expression(text: str) -> str | None:
+    match = _EXPRESSION.search(text)
+    return re.sub(r"\s+", " ", match.group(0).replace("×", "*")).strip() if match else None
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences and list items of ``text``, without their closing punctuation."""
+    pieces = re.split(r"(?<=[.!?;])\s+|\n+\s*[-*]?\s*", text)
+    cleaned = [p.strip(" -*").rstrip(".;!") for p in pieces]
+    return [p for p in cleaned if len(p) > 3]
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    text = _squash(text)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _word_chunks(text: str, words: int) -> list[str]:
+    """Pieces of ``text`` of a few words each that join back to ``text`` exactly."""
+    tokens = re.findall(r"\S+\s*|\s+", text)
+    return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]

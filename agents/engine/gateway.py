@@ -1,0 +1,417 @@
+"""The live LLM gateway: one litellm call per request, with its errors, usage and cost mapped.
+
+This is the only module that imports litellm, and only inside functions: importing it costs
+nothing, so daphne, workers and tests that never call a live model never pay litellm's ~2-4 s
+import. Keys travel per call (never through ``os.environ``) and are scrubbed from every error.
+``RoutingGateway`` is what the Django side uses: the offline demo model for ``demo/offline``,
+litellm for everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+from agents.engine.demo import DEMO_MODEL, DemoGateway
+from agents.engine.llm import (
+    ContextLengthError,
+    DeltaCallback,
+    Gateway,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    RetryableLLMError,
+    ToolCall,
+    ToolsUnsupportedError,
+)
+from agents.engine.specs import LLMSpec
+
+__all__ = ["LiteLLMGateway", "RoutingGateway", "supports_tools"]
+
+# Arguments the gateway sets itself: ``LLMSpec.params`` may not override them, so a stray
+# "api_key" or "num_retries" in an LLM's params can neither leak nor double the retries.
+_RESERVED_PARAMS = frozenset(
+    {
+        "model", "messages", "api_key", "api_base", "base_url", "timeout", "stream",
+        "stream_options", "tools", "tool_choice", "response_format", "stop", "num_retries",
+        "max_retries", "mock_response", "metadata",
+    }
+)  # fmt: skip
+_MAX_ERROR_CHARS = 1000
+_TOOLS_WORDS = ("tool", "function")
+_UNSUPPORTED_WORDS = ("not support", "unsupported", "doesn't support", "not enabled")
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s'\",}]+")
+_OPENAI_STYLE_KEY = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")
+
+
+def _litellm() -> ModuleType:
+    """Import litellm on first use, configured to stay offline and quiet."""
+    # Without these, importing litellm fetches the model cost map from GitHub (up to 5 s on a
+    # network that drops packets) and other catalogues on demand; the bundled copies suffice.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Provider List" / "Give Feedback" prints
+    litellm.set_verbose = False  # never echo request kwargs (and so the key) to stdout
+    return litellm
+
+
+async def _litellm_loaded() -> ModuleType:
+    """``_litellm()`` for async callers, importing in a thread the first time.
+
+    The first import takes 2-4 s; off the loop, daphne keeps serving its websockets meanwhile.
+    """
+    if "litellm" in sys.modules:
+        return _litellm()
+    return await asyncio.to_thread(_litellm)
+
+
+def supports_tools(model: str) -> bool:
+    """Whether litellm's model map says ``model`` does native function calling ("auto" mode).
+
+    False for models litellm does not know (custom endpoints), though many of them do support
+    tools: treat False as "unknown", not as "no".
+    """
+    if model == DEMO_MODEL:
+        return True
+    try:
+        return bool(_litellm().supports_function_calling(model=model))
+    except Exception:  # noqa: BLE001 - an unknown provider is simply "not known to support"
+        return False
+
+
+class LiteLLMGateway:
+    """Sends one ``LLMRequest`` through ``litellm.acompletion`` and reports the result.
+
+    No retries here (``num_retries=0``, ``max_retries=0``): ``LLMCaller`` owns retries, backoff
+    and rate limits, so every gateway behaves alike. Cancellation is the caller's too: the
+    ``CancelToken`` cancels the task awaiting ``complete``, which closes the HTTP request.
+    """
+
+    async def complete(
+        self, request: LLMRequest, *, on_delta: DeltaCallback | None = None
+    ) -> LLMResponse:
+        litellm = await _litellm_loaded()
+        llm = request.llm
+        secret = llm.api_key.get_secret_value() if llm.api_key is not None else None
+        kwargs = self._kwargs(request, secret)
+        started = time.perf_counter()
+        if request.stream:
+            raw, saw_usage = await self._stream(litellm, kwargs, request, secret, on_delta)
+        else:
+            try:
+                raw = await litellm.acompletion(**kwargs)
+            except Exception as exc:  # noqa: BLE001 - every failure becomes an LLMError
+                raise _map_error(litellm, exc, secret) from None
+            saw_usage = getattr(raw, "usage", None) is not None
+        latency_ms = int((time.perf_counter() - started) * 1000)
+        return self._response(litellm, raw, request, latency_ms, saw_usage)
+
+    def _kwargs(self, request: LLMRequest, secret: str | None) -> dict[str, Any]:
+        llm = request.llm
+        kwargs: dict[str, Any] = {
+            key: value for key, value in llm.params.items() if key not in _RESERVED_PARAMS
+        }
+        kwargs.update(
+            model=llm.model,
+            messages=request.messages,
+            timeout=llm.timeout,
+            num_retries=0,
+            max_retries=0,
+        )
+        if secret:
+            kwargs["api_key"] = secret
+        if llm.api_base:
+            kwargs["api_base"] = llm.api_base
+        if request.tools:
+            kwargs["tools"] = request.tools
+            if request.tool_choice is not None:
+                kwargs["tool_choice"] = request.tool_choice
+        if request.response_schema is not None:
+            kwargs["response_format"] = response_format(request.response_schema, request.purpose)
+        if request.stop:
+            kwargs["stop"] = request.stop
+        if request.stream:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+        return kwargs
+
+    async def _stream(
+        self,
+        litellm: ModuleType,
+        kwargs: dict[str, Any],
+        request: LLMRequest,
+        secret: str | None,
+        on_delta: DeltaCallback | None,
+    ) -> tuple[Any, bool]:
+        try:
+            stream = await litellm.acompletion(**kwargs)
+        except Exception as exc:  # noqa: BLE001
+            raise _map_error(litellm, exc, secret) from None
+        chunks: list[Any] = []
+        saw_usage = False
+        iterator = stream.__aiter__()
+        try:
+            while True:
+                # Only litellm's own failures are mapped; an error raised by ``on_delta`` (the
+                # event sink) is the caller's and must surface unchanged.
+                try:
+                    chunk = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:  # noqa: BLE001
+                    raise _map_error(litellm, exc, secret) from None
+                chunks.append(chunk)
+                saw_usage = saw_usage or getattr(chunk, "usage", None) is not None
+                text = _delta_text(chunk)
+                if text and on_delta is not None:
+                    await on_delta(text)
+        finally:
+            # Release the connection now, also when cancelled mid-stream.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):  # closing is best effort
+                    await aclose()
+        if not chunks or _not_an_event_stream(stream, chunks):
+            # litellm turns a non-SSE body into an empty answer; say what really happened.
+            raise LLMError(f"{request.llm.model}: the provider's answer was not an event stream")
+        built = litellm.stream_chunk_builder(chunks, messages=request.messages)
+        if built is None:
+            raise LLMError(f"{request.llm.model}: the streamed answer could not be assembled")
+        return built, saw_usage
+
+    def _response(
+        self,
+        litellm: ModuleType,
+        raw: Any,
+        request: LLMRequest,
+        latency_ms: int,
+        saw_usage: bool,
+    ) -> LLMResponse:
+        llm = request.llm
+        choices = getattr(raw, "choices", None) or []
+        if not choices:
+            raise LLMError(f"{llm.model}: the answer has no choices")
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        content = (getattr(message, "content", None) or "") if message is not None else ""
+        calls = [
+            ToolCall(
+                id=getattr(call, "id", None) or f"call_{index + 1}",
+                name=call.function.name or "",
+                arguments=call.function.arguments or "{}",
+            )
+            for index, call in enumerate(getattr(message, "tool_calls", None) or [])
+        ]
+        prompt_tokens, completion_tokens = _usage(litellm, raw, request, content, calls, saw_usage)
+        return LLMResponse(
+            content=content,
+            tool_calls=calls,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=_cost(litellm, raw, llm, prompt_tokens, completion_tokens),
+            latency_ms=latency_ms,
+            finish_reason=getattr(choice, "finish_reason", None),
+            model=getattr(raw, "model", None) or llm.model,
+        )
+
+
+class RoutingGateway:
+    """The gateway the site uses: ``demo/offline`` answers offline, every other model live."""
+
+    def __init__(self, *, live: Gateway | None = None, demo: Gateway | None = None) -> None:
+        self.live: Gateway = live if live is not None else LiteLLMGateway()
+        self.demo: Gateway = demo if demo is not None else DemoGateway()
+
+    def route(self, llm: LLMSpec) -> Gateway:
+        return self.demo if llm.model == DEMO_MODEL else self.live
+
+    async def complete(
+        self, request: LLMRequest, *, on_delta: DeltaCallback | None = None
+    ) -> LLMResponse:
+        return await self.route(request.llm).complete(request, on_delta=on_delta)
+
+
+def response_format(schema: Mapping[str, Any], purpose: str = "response") -> dict[str, Any]:
+    """OpenAI's ``json_schema`` response format for a bare JSON schema.
+
+    A dict already shaped ``{"name": ..., "schema": {...}}`` is used as it is.
+    """
+    if isinstance(schema.get("schema"), Mapping):
+        wrapped = dict(schema)
+        wrapped.setdefault("name", purpose)
+        return {"type": "json_schema", "json_schema": wrapped}
+    # OpenAI accepts only [a-zA-Z0-9_-]{1,64} as the name.
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or purpose))[:64] or "response"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema)}}
+
+
+def _delta_text(chunk: Any) -> str:
+    choices = getattr(chunk, "choices", None) or []
+    if not choices:
+        return ""
+    delta = getattr(choices[0], "delta", None)
+    return (getattr(delta, "content", None) or "") if delta is not None else ""
+
+
+def _not_an_event_stream(stream: Any, chunks: list[Any]) -> bool:
+    """An empty streamed answer whose HTTP body was plain JSON: a malformed stream."""
+    for chunk in chunks:
+        for choice in getattr(chunk, "choices", None) or []:
+            delta = getattr(choice, "delta", None)
+            if getattr(delta, "content", None) or getattr(delta, "tool_calls", None):
+                return False
+    hidden = getattr(stream, "_hidden_params", None)
+    headers = hidden.get("additional_headers") if isinstance(hidden, Mapping) else None
+    content_type = (
+        headers.get("llm_provider-content-type") if isinstance(headers, Mapping) else None
+    )
+    return isinstance(content_type, str) and content_type.startswith("application/json")
+
+
+def _usage(
+    litellm: ModuleType,
+    raw: Any,
+    request: LLMRequest,
+    content: str,
+    calls: list[ToolCall],
+    saw_usage: bool,
+) -> tuple[int, int]:
+    usage = getattr(raw, "usage", None)
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0) if usage is not None else 0
+    completion = int(getattr(usage, "completion_tokens", 0) or 0) if usage is not None else 0
+    if saw_usage and (prompt or completion):
+        return prompt, completion
+    # The provider reported nothing: count locally, so budgets still see the call.
+    answer = content + "".join(call.name + call.arguments for call in calls)
+    model = request.llm.model
+    try:
+        prompt = prompt or int(litellm.token_counter(model=model, messages=request.messages))
+        completion = completion or int(litellm.token_counter(model=model, text=answer or " "))
+    except Exception:  # noqa: BLE001 - a rough count beats none
+        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        prompt = prompt or chars // 4 + 1
+        completion = completion or len(answer) // 4 + 1
+    return prompt, completion
+
+
+def _cost(
+    litellm: ModuleType, raw: Any, llm: LLMSpec, prompt_tokens: int, completion_tokens: int
+) -> float | None:
+    """The LLM's own prices win; else litellm's price map; None when the model is unknown."""
+    if llm.input_price_per_1k is not None or llm.output_price_per_1k is not None:
+        return (
+            prompt_tokens * (llm.input_price_per_1k or 0.0)
+            + completion_tokens * (llm.output_price_per_1k or 0.0)
+        ) / 1000
+    hidden = getattr(raw, "_hidden_params", None)
+    if isinstance(hidden, Mapping) and "response_cost" in hidden:
+        # litellm priced it already (None: not in its map); asking again costs ~1.5 ms a try.
+        cost = hidden["response_cost"]
+        return float(cost) if cost is not None else None
+    try:
+        return float(litellm.completion_cost(completion_response=raw, model=llm.model))
+    except Exception:  # noqa: BLE001 - unknown models have no price
+        return None
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """``text`` without the key, bearer tokens or anything shaped like an OpenAI key."""
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "[redacted]")
+    text = _BEARER.sub(r"\1[redacted]", text)
+    return _OPENAI_STYLE_KEY.sub("sk-[redacted]", text)
+
+
+def _map_error(litellm: ModuleType, exc: Exception, secret: str | None) -> LLMError:
+    """Turn whatever litellm raised into the engine's error taxonomy, key-free."""
+    detail = str(exc) or type(exc).__name__
+    message = scrub(detail, secret)
+    if len(message) > _MAX_ERROR_CHARS:
+        message = message[:_MAX_ERROR_CHARS] + "…"
+    lowered = detail.lower()
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return ContextLengthError(message)
+    if isinstance(exc, litellm.BadRequestError) and (
+        any(w in lowered for w in _TOOLS_WORDS) and any(w in lowered for w in _UNSUPPORTED_WORDS)
+    ):
+        return ToolsUnsupportedError(message)
+    if _is_malformed_body(exc):
+        # A body that is not JSON will not become JSON on a second try: fail for good.
+        return LLMError(message)
+    if isinstance(exc, litellm.BadRequestError):  # 400s: retrying sends the same bad request
+        return LLMError(message)
+    retryable_types = (
+        litellm.RateLimitError,
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+        TimeoutError,
+        ConnectionError,
+    )
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, retryable_types) or (
+        isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+    ):
+        return RetryableLLMError(message, retry_after=_retry_after(exc))
+    return LLMError(message)
+
+
+def _is_malformed_body(exc: BaseException) -> bool:
+    """litellm reports an unparseable 200 as a 500; its cause chain tells the two apart."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, json.JSONDecodeError):
+            return True
+        if "no 'choices'" in str(current) or "Invalid response object" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """Seconds from ``Retry-After`` / ``retry-after-ms`` on the error's response, if any."""
+    sources: list[Any] = []
+    response = getattr(exc, "response", None)
+    if response is not None:
+        sources.append(getattr(response, "headers", None))
+    sources.append(getattr(exc, "headers", None))
+    for headers in sources:
+        if not headers:
+            continue
+        try:
+            millis = headers.get("retry-after-ms")
+            value = headers.get("retry-after") or headers.get("Retry-After")
+        except Exception:  # noqa: BLE001 - odd header containers: no hint
+            continue
+        if millis is not None:
+            try:
+                return max(0.0, float(millis) / 1000)
+            except ValueError:
+                pass
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+        try:  # an HTTP date
+            when = email.utils.parsedate_to_datetime(str(value))
+        except (TypeError, ValueError):
+            continue
+        return max(0.0, when.timestamp() - time.time())
+    return None

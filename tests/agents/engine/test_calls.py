@@ -1,0 +1,302 @@
+"""LLMCaller: rate limits, budgets, cancellation, retries and the exact events of every call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agents.engine.calls import BudgetExceeded, BudgetScope, LLMCaller, RateLimiters, make_caller
+from agents.engine.events import RecordingSink
+from agents.engine.llm import (
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    RetryableLLMError,
+    ScriptedGateway,
+)
+from agents.engine.runtime import Cancelled, CancelToken, EventEmitter, FakeClock, Usage
+from agents.engine.specs import Budget, LLMSpec
+
+
+def make_llm(**kw: Any) -> LLMSpec:
+    values: dict[str, Any] = {"key": "llm-1", "model": "test/model", "max_retries": 0}
+    values.update(kw)
+    return LLMSpec(**values)
+
+
+def ask(llm: LLMSpec | None = None, text: str = "hi", **kw: Any) -> LLMRequest:
+    return LLMRequest(
+        llm=llm or make_llm(), messages=[{"role": "user", "content": text}], purpose="react", **kw
+    )
+
+
+def answer(
+    content: str = "ok", prompt: int = 10, completion: int = 5, cost: float = 0.0
+) -> LLMResponse:
+    return LLMResponse(
+        content=content, prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost
+    )
+
+
+def caller_for(
+    gateway: ScriptedGateway,
+    *,
+    clock: FakeClock | None = None,
+    sink: RecordingSink | None = None,
+    limiters: RateLimiters | None = None,
+    cancel: CancelToken | None = None,
+    budget: Budget | None = None,
+) -> LLMCaller:
+    clock = clock or FakeClock()
+    return make_caller(
+        gateway,
+        EventEmitter(sink=sink or RecordingSink(), clock=clock),
+        cancel=cancel or CancelToken(),
+        clock=clock,
+        usage=Usage(),
+        limiters=limiters,
+        budget=budget,
+    )
+
+
+async def test_a_call_emits_started_then_completed_with_usage_cost_and_latency() -> None:
+    clock, sink = FakeClock(), RecordingSink()
+
+    def slow(request: LLMRequest) -> LLMResponse:
+        clock.advance(1.25)  # the call "takes" 1.25 s on the fake clock
+        return answer("done", prompt=12, completion=4, cost=0.003)
+
+    caller = caller_for(ScriptedGateway([slow]), clock=clock, sink=sink)
+    response = await caller.call(ask(), step_id="s1")
+    assert response.content == "done"
+    assert [(e.type, e.data, e.step_id) for e in sink.events] == [
+        ("llm.started", {"model": "test/model", "purpose": "react"}, "s1"),
+        (
+            "llm.completed",
+            {
+                "model": "test/model",
+                "purpose": "react",
+                "prompt_tokens": 12,
+                "completion_tokens": 4,
+                "cost_usd": 0.003,
+                "latency_ms": 1250,
+            },
+            "s1",
+        ),
+    ]
+    assert caller.usage == Usage(prompt_tokens=12, completion_tokens=4, cost_usd=0.003, llm_calls=1)
+
+
+async def test_rate_limiter_waits_only_until_the_oldest_call_leaves_the_window() -> None:
+    clock = FakeClock()
+    gateway = ScriptedGateway(default="ok")
+    caller = caller_for(gateway, clock=clock)
+    llm = make_llm(rpm=2)
+    await caller.call(ask(llm))  # t=0
+    clock.advance(10)
+    await caller.call(ask(llm))  # t=10: the window holds two calls now
+    clock.advance(5)
+    await caller.call(ask(llm))  # t=15: must wait until t=60, when the first call leaves
+    assert clock.slept == [45.0]
+    assert clock.now == 60
+    await caller.call(ask(llm))  # t=60: window [10, 60]: wait until t=70
+    assert clock.slept == [45.0, 10.0]
+    assert gateway.calls == 4
+
+
+async def test_calls_within_the_limit_never_wait() -> None:
+    clock = FakeClock()
+    caller = caller_for(ScriptedGateway(default="ok"), clock=clock)
+    for _ in range(5):
+        await caller.call(ask(make_llm(rpm=5)))
+    assert clock.slept == []
+
+
+async def test_one_limiter_is_shared_by_every_caller_holding_the_same_limiters() -> None:
+    clock = FakeClock()
+    limiters = RateLimiters(clock)
+    first = caller_for(ScriptedGateway(default="a"), clock=clock, limiters=limiters)
+    second = caller_for(ScriptedGateway(default="b"), clock=clock, limiters=limiters)
+    other_llm = caller_for(ScriptedGateway(default="c"), clock=clock, limiters=limiters)
+    await first.call(ask(make_llm(rpm=1)))
+    await other_llm.call(ask(make_llm(key="llm-2", rpm=1)))  # another LLM has its own window
+    assert clock.slept == []
+    await second.call(ask(make_llm(rpm=1)))
+    assert clock.slept == [60.0]
+
+
+async def test_separate_limiters_do_not_see_each_others_calls() -> None:
+    clock = FakeClock()
+    first = caller_for(ScriptedGateway(default="a"), clock=clock)
+    second = caller_for(ScriptedGateway(default="b"), clock=clock)
+    await first.call(ask(make_llm(rpm=1)))
+    await second.call(ask(make_llm(rpm=1)))
+    assert clock.slept == []
+
+
+async def test_max_tokens_stops_the_next_call_with_a_budget_event() -> None:
+    sink = RecordingSink()
+    gateway = ScriptedGateway(default=answer(prompt=60, completion=40))
+    caller = caller_for(gateway, sink=sink, budget=Budget(max_tokens=100))
+    await caller.call(ask())
+    with pytest.raises(BudgetExceeded) as raised:
+        await caller.call(ask())
+    assert (raised.value.limit, raised.value.used, raised.value.allowed) == ("max_tokens", 100, 100)
+    assert gateway.calls == 1
+    assert sink.types == ["llm.started", "llm.completed", "budget.exceeded"]
+    assert sink.events[-1].data == {"limit": "max_tokens", "used": 100, "allowed": 100}
+
+
+async def test_max_cost_stops_the_next_call() -> None:
+    sink = RecordingSink()
+    gateway = ScriptedGateway(default=answer(cost=0.02))
+    caller = caller_for(gateway, sink=sink, budget=Budget(max_cost_usd=0.03))
+    await caller.call(ask())
+    await caller.call(ask())  # 0.02 spent < 0.03: allowed
+    with pytest.raises(BudgetExceeded, match="max_cost_usd"):
+        await caller.call(ask())
+    assert gateway.calls == 2
+    assert sink.events[-1].type == "budget.exceeded"
+    assert sink.events[-1].data["used"] == pytest.approx(0.04)
+
+
+async def test_max_input_tokens_counts_the_prompt_about_to_be_sent() -> None:
+    sink = RecordingSink()
+    gateway = ScriptedGateway(default="ok")
+    caller = caller_for(gateway, sink=sink)
+    agent = BudgetScope(Budget(max_input_tokens=20), Usage(), "agent")
+    with pytest.raises(BudgetExceeded) as raised:
+        await caller.call(ask(text="x" * 100), scope=agent)  # ~26 tokens > 20
+    assert raised.value.limit == "max_input_tokens"
+    assert gateway.calls == 0
+    assert sink.types == ["budget.exceeded"]
+    await caller.call(ask(text="x" * 40), scope=agent)  # ~11 tokens: fits
+    assert gateway.calls == 1
+
+
+async def test_usage_counts_against_the_run_and_the_agent_scope() -> None:
+    caller = caller_for(ScriptedGateway(default=answer(prompt=7, completion=3, cost=0.5)))
+    agent = BudgetScope(Budget(), Usage(), "agent")
+    await caller.call(ask(), scope=agent)
+    await caller.call(ask())
+    assert (caller.usage.total_tokens, caller.usage.llm_calls) == (20, 2)
+    assert (agent.usage.total_tokens, agent.usage.llm_calls, agent.usage.cost_usd) == (10, 1, 0.5)
+
+
+async def test_tool_call_budget_is_checked_before_counting() -> None:
+    sink = RecordingSink()
+    caller = caller_for(ScriptedGateway(), sink=sink)
+    agent = BudgetScope(Budget(max_tool_calls=2), Usage(), "agent")
+    await caller.count_tool_call(agent)
+    await caller.count_tool_call(agent)
+    with pytest.raises(BudgetExceeded, match="max_tool_calls"):
+        await caller.count_tool_call(agent)
+    assert agent.usage.tool_calls == 2
+    assert sink.types == ["budget.exceeded"]
+
+
+async def test_a_cancelled_run_never_reaches_the_gateway() -> None:
+    sink, cancel = RecordingSink(), CancelToken()
+    gateway = ScriptedGateway(default="ok")
+    caller = caller_for(gateway, sink=sink, cancel=cancel)
+    cancel.cancel("stopped by user")
+    with pytest.raises(Cancelled, match="stopped by user"):
+        await caller.call(ask())
+    with pytest.raises(Cancelled):
+        await caller.count_tool_call()
+    assert gateway.calls == 0
+    assert sink.events == []
+
+
+async def test_cancel_while_waiting_for_the_rate_limiter_sends_nothing() -> None:
+    clock, cancel = FakeClock(), CancelToken()
+    gateway = ScriptedGateway(default="ok")
+    caller = caller_for(gateway, clock=clock, cancel=cancel)
+    await caller.call(ask(make_llm(rpm=1)))
+
+    async def sleep_then_cancel(seconds: float) -> None:
+        cancel.cancel()  # the user cancels while the call waits for a free slot
+        await FakeClock.sleep(clock, seconds)
+
+    clock.sleep = sleep_then_cancel  # type: ignore[method-assign]
+    with pytest.raises(Cancelled):
+        await caller.call(ask(make_llm(rpm=1)))
+    assert gateway.calls == 1
+
+
+async def test_retryable_errors_back_off_exponentially_then_succeed() -> None:
+    clock, sink = FakeClock(), RecordingSink()
+    gateway = ScriptedGateway(
+        [RetryableLLMError("503 busy"), RetryableLLMError("503 busy"), answer("finally")]
+    )
+    caller = caller_for(gateway, clock=clock, sink=sink)
+    response = await caller.call(ask(make_llm(max_retries=3)))
+    assert response.content == "finally"
+    assert clock.slept == [0.5, 1.0]
+    assert sink.types == [
+        "llm.started",
+        "llm.failed",
+        "llm.started",
+        "llm.failed",
+        "llm.started",
+        "llm.completed",
+    ]
+    assert [e.data["retrying"] for e in sink.of_type("llm.failed")] == [True, True]
+    assert [e.data["attempt"] for e in sink.of_type("llm.failed")] == [1, 2]
+    assert caller.usage.llm_calls == 1
+
+
+async def test_retry_after_wins_over_backoff_and_the_cap_bounds_it() -> None:
+    clock = FakeClock()
+    gateway = ScriptedGateway(
+        [
+            RetryableLLMError("429", retry_after=3),
+            RetryableLLMError("429", retry_after=600),
+            "ok",
+        ]
+    )
+    caller = caller_for(gateway, clock=clock)
+    await caller.call(ask(make_llm(max_retries=2)))
+    assert clock.slept == [3, 20.0]
+
+
+async def test_exhausted_retries_raise_the_last_error() -> None:
+    sink = RecordingSink()
+    gateway = ScriptedGateway([RetryableLLMError("down"), RetryableLLMError("still down")])
+    caller = caller_for(gateway, sink=sink)
+    with pytest.raises(RetryableLLMError, match="still down"):
+        await caller.call(ask(make_llm(max_retries=1)))
+    assert [e.data["retrying"] for e in sink.of_type("llm.failed")] == [True, False]
+    assert gateway.calls == 2
+
+
+async def test_a_permanent_error_is_not_retried() -> None:
+    sink = RecordingSink()
+    gateway = ScriptedGateway([LLMError("invalid request")])
+    caller = caller_for(gateway, sink=sink)
+    with pytest.raises(LLMError, match="invalid request"):
+        await caller.call(ask(make_llm(max_retries=5)))
+    assert gateway.calls == 1
+    assert sink.types == ["llm.started", "llm.failed"]
+    assert sink.events[-1].data["retrying"] is False
+
+
+async def test_a_streamed_call_without_a_callback_emits_delta_events() -> None:
+    sink = RecordingSink()
+    caller = caller_for(ScriptedGateway(["streamed text"]), sink=sink)
+    await caller.call(ask(stream=True))
+    assert sink.types == ["llm.started", "llm.delta", "llm.completed"]
+    assert sink.of_type("llm.delta")[0].data == {"text": "streamed text"}
+
+
+async def test_a_streamed_call_with_a_callback_leaves_deltas_to_it() -> None:
+    sink, seen = RecordingSink(), []
+
+    async def on_delta(text: str) -> None:
+        seen.append(text)
+
+    caller = caller_for(ScriptedGateway(["streamed text"]), sink=sink)
+    await caller.call(ask(stream=True), on_delta=on_delta)
+    assert seen == ["streamed text"]
+    assert "llm.delta" not in sink.types

@@ -1,0 +1,486 @@
+"""LiteLLMGateway through real litellm and real HTTP against the fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.engine.calls import BudgetScope, LLMCaller, make_caller
+from agents.engine.demo import DEMO_MODEL
+from agents.engine.events import RecordingSink
+from agents.engine.gateway import LiteLLMGateway, RoutingGateway, response_format, supports_tools
+from agents.engine.llm import (
+    ContextLengthError,
+    LLMError,
+    LLMRequest,
+    RetryableLLMError,
+    ToolsUnsupportedError,
+)
+from agents.engine.runtime import (
+    Cancelled,
+    CancelToken,
+    EventEmitter,
+    FakeClock,
+    SystemClock,
+    Usage,
+)
+from agents.engine.specs import Budget, LLMSpec
+from tests.fakes.openai_server import FakeLLMServer, FakeToolCall, Reply
+from tests.fakes.openai_server import fake_llm_server as fake_llm_server  # noqa: F401 - fixture
+
+KEY = "fake-key-0123456789abcdef"  # not sk-shaped: exercises the exact-key scrub
+CALC_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "calculator",
+        "description": "Evaluate arithmetic.",
+        "parameters": {
+            "type": "object",
+            "properties": {"expression": {"type": "string"}},
+            "required": ["expression"],
+        },
+    },
+}
+
+
+def llm_for(server: FakeLLMServer, **kw: Any) -> LLMSpec:
+    values: dict[str, Any] = {
+        "key": "fake",
+        "model": "openai/fake-model",
+        "api_base": server.base_url,
+        "api_key": KEY,
+        "timeout": 5.0,
+        "max_retries": 0,
+    }
+    values.update(kw)
+    return LLMSpec(**values)
+
+
+def ask(llm: LLMSpec, text: str = "Say hello.", **kw: Any) -> LLMRequest:
+    return LLMRequest(llm=llm, messages=[{"role": "user", "content": text}], purpose="react", **kw)
+
+
+def caller_with(
+    sink: RecordingSink, *, clock: Any = None, cancel: CancelToken | None = None
+) -> LLMCaller:
+    clock = clock or FakeClock()
+    return make_caller(
+        LiteLLMGateway(),
+        EventEmitter(sink=sink, clock=clock),
+        cancel=cancel or CancelToken(),
+        clock=clock,
+        usage=Usage(),
+    )
+
+
+async def test_text_answer_reports_content_usage_and_latency(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.text("Hello there.", prompt_tokens=11, completion_tokens=3))
+    response = await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
+    assert response.content == "Hello there."
+    assert response.tool_calls == []
+    assert (response.prompt_tokens, response.completion_tokens) == (11, 3)
+    assert response.finish_reason == "stop"
+    assert response.cost_usd is None  # litellm has no price for an unknown model
+    assert response.latency_ms >= 0
+    body = fake_llm_server.requests[0].body
+    assert body["model"] == "fake-model"
+    assert body["messages"] == [{"role": "user", "content": "Say hello."}]
+    assert "stream" not in body
+
+
+async def test_llm_params_reach_the_server_but_cannot_override_what_the_gateway_sets(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.text("ok"))
+    llm = llm_for(
+        fake_llm_server,
+        params={
+            "temperature": 0.2,
+            "max_tokens": 50,
+            "api_key": "sk-from-params-0000",
+            "model": "x",
+        },
+    )
+    await LiteLLMGateway().complete(ask(llm, stop=["\nObservation:"]))
+    request = fake_llm_server.requests[0]
+    assert request.body["temperature"] == 0.2
+    assert request.body["max_tokens"] == 50
+    assert request.body["stop"] == ["\nObservation:"]
+    assert request.body["model"] == "fake-model"
+    assert request.authorization == f"Bearer {KEY}"
+
+
+async def test_stream_sends_deltas_in_order_and_they_join_to_the_content(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(
+        Reply.text("One two three four.", chunks=["One ", "two ", "three ", "four."])
+    )
+    deltas: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        deltas.append(text)
+
+    response = await LiteLLMGateway().complete(
+        ask(llm_for(fake_llm_server), stream=True), on_delta=on_delta
+    )
+    assert deltas == ["One ", "two ", "three ", "four."]
+    assert "".join(deltas) == response.content == "One two three four."
+    body = fake_llm_server.requests[0].body
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert response.completion_tokens > 0
+
+
+async def test_stream_without_provider_usage_is_counted_locally(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.text("A streamed answer with no usage.", include_usage=False))
+    response = await LiteLLMGateway().complete(
+        ask(llm_for(fake_llm_server), "Count these words, please.", stream=True)
+    )
+    assert response.content == "A streamed answer with no usage."
+    assert response.prompt_tokens > 0
+    assert response.completion_tokens > 0
+
+
+async def test_native_tool_call_comes_back_as_tool_calls(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply.tool_call("calculator", {"expression": "12 * 7"}, call_id="call_a"))
+    response = await LiteLLMGateway().complete(
+        ask(llm_for(fake_llm_server), tools=[CALC_TOOL], tool_choice="auto")
+    )
+    assert response.finish_reason == "tool_calls"
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
+        ("call_a", "calculator", {"expression": "12 * 7"})
+    ]
+    body = fake_llm_server.requests[0].body
+    assert body["tools"] == [CALC_TOOL]
+    assert body["tool_choice"] == "auto"
+
+
+async def test_tool_calls_streamed_in_fragments_are_rebuilt(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(
+        Reply.tool_calls(
+            FakeToolCall("calculator", '{"expression": "2 + 3"}', "call_1",
+                         ('{"expr', 'ession": ', '"2 + 3"}')),
+            FakeToolCall("calculator", '{"expression": "4 * 5"}', "call_2",
+                         ('{"expression"', ': "4 * 5"', "}")),
+        )
+    )  # fmt: skip
+    deltas: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        deltas.append(text)
+
+    response = await LiteLLMGateway().complete(
+        ask(llm_for(fake_llm_server), tools=[CALC_TOOL], stream=True), on_delta=on_delta
+    )
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
+        ("call_1", "calculator", {"expression": "2 + 3"}),
+        ("call_2", "calculator", {"expression": "4 * 5"}),
+    ]
+    assert response.content == ""
+    assert deltas == []
+
+
+async def test_response_schema_reaches_the_server_as_a_json_schema_response_format(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"plans": {"type": "array", "items": {"type": "object"}}},
+        "required": ["plans"],
+    }
+    fake_llm_server.add(Reply.json({"plans": []}))
+    request = LLMRequest(
+        llm=llm_for(fake_llm_server),
+        messages=[{"role": "user", "content": "Plan."}],
+        purpose="crew_plan",
+        response_schema=schema,
+    )
+    response = await LiteLLMGateway().complete(request)
+    assert json.loads(response.content) == {"plans": []}
+    assert fake_llm_server.requests[0].body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "crew_plan", "schema": schema},
+    }
+
+
+def test_response_format_keeps_a_schema_that_is_already_named() -> None:
+    named = {"name": "Plan", "schema": {"type": "object"}, "strict": True}
+    assert response_format(named) == {"type": "json_schema", "json_schema": named}
+    titled = response_format({"title": "Crew plan!", "type": "object"})
+    assert titled["json_schema"]["name"] == "Crew_plan_"
+
+
+async def test_429_is_retried_after_its_retry_after_then_succeeds(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.error(429, "Rate limit reached", retry_after=7), Reply.text("Done."))
+    sink, clock = RecordingSink(), FakeClock()
+    caller = caller_with(sink, clock=clock)
+    response = await caller.call(ask(llm_for(fake_llm_server, max_retries=2)))
+    assert response.content == "Done."
+    assert fake_llm_server.request_count == 2
+    assert clock.slept == [7.0]  # waited what the server asked, not the default backoff
+    assert sink.types == ["llm.started", "llm.failed", "llm.started", "llm.completed"]
+    failed = sink.of_type("llm.failed")[0].data
+    assert failed["retrying"] is True
+    assert "Rate limit reached" in failed["error"]
+    assert caller.usage.llm_calls == 1
+
+
+async def test_500_is_retried_until_attempts_run_out_then_raises(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(*(Reply.error(500, "upstream exploded") for _ in range(3)))
+    sink, clock = RecordingSink(), FakeClock()
+    caller = caller_with(sink, clock=clock)
+    with pytest.raises(RetryableLLMError, match="upstream exploded"):
+        await caller.call(ask(llm_for(fake_llm_server, max_retries=2)))
+    assert fake_llm_server.request_count == 3  # litellm and openai did not retry on their own
+    assert clock.slept == [0.5, 1.0]
+    assert [e.data["retrying"] for e in sink.of_type("llm.failed")] == [True, True, False]
+    assert "llm.completed" not in sink.types
+
+
+async def test_timeout_is_retryable_and_fails_once_attempts_run_out(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.text("too late").after(2), Reply.text("too late").after(2))
+    sink = RecordingSink()
+    caller = caller_with(sink)
+    started = time.monotonic()
+    with pytest.raises(RetryableLLMError, match="(?i)time"):
+        await caller.call(ask(llm_for(fake_llm_server, timeout=0.3, max_retries=1)))
+    assert time.monotonic() - started < 1.5
+    assert fake_llm_server.request_count == 2
+    assert [e.data["retrying"] for e in sink.of_type("llm.failed")] == [True, False]
+
+
+async def test_a_stream_that_stalls_longer_than_the_timeout_is_retryable(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.text("slow words here", chunk_delay=2))
+    with pytest.raises(RetryableLLMError):
+        await LiteLLMGateway().complete(ask(llm_for(fake_llm_server, timeout=0.3), stream=True))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_malformed_body_fails_for_good_without_retrying(
+    fake_llm_server: FakeLLMServer, stream: bool
+) -> None:
+    fake_llm_server.add(Reply.malformed(), Reply.text("never asked for"))
+    sink = RecordingSink()
+    with pytest.raises(LLMError) as raised:
+        await caller_with(sink).call(ask(llm_for(fake_llm_server, max_retries=3), stream=stream))
+    assert not isinstance(raised.value, RetryableLLMError)
+    assert fake_llm_server.request_count == 1
+    assert [e.data["retrying"] for e in sink.of_type("llm.failed")] == [False]
+
+
+async def test_a_context_window_overflow_is_a_context_length_error(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.context_length_exceeded())
+    with pytest.raises(ContextLengthError, match="maximum context length"):
+        await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
+
+
+async def test_a_provider_rejecting_tools_raises_tools_unsupported(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(
+        Reply.error(400, "tools is not supported for this model", type_="invalid_request_error")
+    )
+    with pytest.raises(ToolsUnsupportedError):
+        await LiteLLMGateway().complete(ask(llm_for(fake_llm_server), tools=[CALC_TOOL]))
+
+
+async def test_other_bad_requests_and_auth_errors_are_plain_llm_errors(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(
+        Reply.error(400, "temperature must be below 2", type_="invalid_request_error"),
+        Reply.error(401, "Incorrect API key provided", type_="invalid_request_error"),
+    )
+    for expected in ("temperature must be below 2", "Incorrect API key"):
+        with pytest.raises(LLMError, match=expected) as raised:
+            await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
+        assert type(raised.value) is LLMError
+
+
+async def test_the_key_travels_only_as_the_bearer_header_and_never_in_errors_or_events(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    # A careless provider echoes the key back in its error text.
+    fake_llm_server.add(
+        Reply.text("fine"),
+        Reply.error(401, f"Incorrect API key provided: {KEY}. Header was 'Bearer {KEY}'"),
+        Reply.error(503, f"overloaded for key {KEY}", retry_after=0),
+    )
+    sink = RecordingSink()
+    caller = caller_with(sink)
+    await caller.call(ask(llm_for(fake_llm_server)))
+    errors: list[str] = []
+    for _ in range(2):
+        with pytest.raises(LLMError) as raised:
+            await caller.call(ask(llm_for(fake_llm_server)))
+        errors += [str(raised.value), repr(raised.value)]
+        assert raised.value.__cause__ is None  # litellm's exception (with the key) is not chained
+    for request in fake_llm_server.requests:
+        assert request.authorization == f"Bearer {KEY}"
+        assert KEY.encode() not in request.raw
+        assert all(KEY not in v for k, v in request.headers.items() if k != "authorization")
+    assert len(fake_llm_server.requests) == 3
+    assert not any(KEY in text for text in errors)
+    assert "[redacted]" in errors[0]
+    assert sink.of_type("llm.failed")
+    assert not any(KEY in repr(event) for event in sink.events)
+
+
+async def test_debug_logging_never_shows_the_key(
+    fake_llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # what an operator turning on debug logs would see
+    fake_llm_server.add(Reply.text("fine"), Reply.error(401, "Incorrect API key provided"))
+    await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
+    with pytest.raises(LLMError):
+        await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
+    assert any(r.name.startswith(("LiteLLM", "openai")) for r in caplog.records)
+    assert KEY not in caplog.text
+
+
+async def test_cancel_abandons_a_call_in_flight_at_once(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply.text("you will never see this").after(5))
+    sink, cancel = RecordingSink(), CancelToken()
+    caller = caller_with(sink, clock=SystemClock(), cancel=cancel)
+    call = asyncio.ensure_future(caller.call(ask(llm_for(fake_llm_server, max_retries=3))))
+    await _until(lambda: fake_llm_server.request_count == 1)
+    started = time.monotonic()
+    cancel.cancel("user stopped the run")
+    with pytest.raises(Cancelled, match="user stopped the run"):
+        await call
+    assert time.monotonic() - started < 0.5
+    await asyncio.sleep(0.05)
+    assert fake_llm_server.request_count == 1  # and nothing sent after the cancel
+    assert sink.types == ["llm.started"]
+
+
+async def test_cancel_mid_stream_stops_reading_and_sends_nothing_more(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.text("first second third fourth", chunk_delay=0.4))
+    sink, cancel = RecordingSink(), CancelToken()
+    caller = caller_with(sink, clock=SystemClock(), cancel=cancel)
+    first_delta = asyncio.Event()
+    deltas: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        deltas.append(text)
+        first_delta.set()
+
+    call = asyncio.ensure_future(
+        caller.call(ask(llm_for(fake_llm_server), stream=True), on_delta=on_delta)
+    )
+    await asyncio.wait_for(first_delta.wait(), timeout=2)
+    started = time.monotonic()
+    cancel.cancel()
+    with pytest.raises(Cancelled):
+        await call
+    assert time.monotonic() - started < 0.3  # before the next chunk was due
+    assert deltas == ["first "]
+    assert fake_llm_server.request_count == 1
+
+
+async def test_the_llms_own_prices_override_litellms(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply.text("priced", prompt_tokens=1000, completion_tokens=500))
+    sink = RecordingSink()
+    llm = llm_for(
+        fake_llm_server, model="openai/gpt-4o-mini", input_price_per_1k=0.5, output_price_per_1k=2
+    )
+    caller = caller_with(sink)
+    response = await caller.call(ask(llm))
+    assert response.cost_usd == pytest.approx(1.5)
+    assert sink.of_type("llm.completed")[0].data["cost_usd"] == pytest.approx(1.5)
+    assert caller.usage.cost_usd == pytest.approx(1.5)
+
+
+async def test_a_known_model_is_priced_from_litellms_bundled_price_map(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(
+        Reply.text("priced", prompt_tokens=1000, completion_tokens=1000),
+        Reply.text("priced", prompt_tokens=1000, completion_tokens=1000),
+    )
+    llm = llm_for(fake_llm_server, model="openai/gpt-4o-mini")
+    plain = await LiteLLMGateway().complete(ask(llm))
+    streamed = await LiteLLMGateway().complete(ask(llm, stream=True))
+    assert plain.cost_usd is not None and plain.cost_usd > 0
+    assert streamed.cost_usd == pytest.approx(plain.cost_usd)
+
+
+async def test_routing_sends_the_demo_model_offline_and_the_rest_to_litellm(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.text("live answer"))
+    gateway = RoutingGateway()
+    demo = await gateway.complete(ask(LLMSpec(key="demo", model=DEMO_MODEL)))
+    assert demo.model == "demo"
+    assert "offline demo model" in demo.content
+    assert fake_llm_server.request_count == 0
+    live = await gateway.complete(ask(llm_for(fake_llm_server)))
+    assert live.content == "live answer"
+    assert fake_llm_server.request_count == 1
+
+
+async def test_llm_caller_budget_stops_a_live_call_before_it_is_sent(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.text("x" * 40, prompt_tokens=10, completion_tokens=10))
+    sink = RecordingSink()
+    caller = caller_with(sink)
+    caller.budget = Budget(max_tokens=20)
+    await caller.call(ask(llm_for(fake_llm_server)))
+    with pytest.raises(Exception, match="max_tokens"):
+        await caller.call(ask(llm_for(fake_llm_server)), scope=BudgetScope(Budget(), Usage(), "a"))
+    assert fake_llm_server.request_count == 1
+    assert sink.types[-1] == "budget.exceeded"
+
+
+def test_supports_tools_knows_the_demo_model_and_litellms_map() -> None:
+    assert supports_tools(DEMO_MODEL) is True
+    assert supports_tools("openai/gpt-4o-mini") is True
+    assert supports_tools("openai/some-private-model") is False
+    assert supports_tools("no-such-provider-model") is False
+
+
+def test_importing_the_gateway_does_not_import_litellm() -> None:
+    code = "import sys, agents.engine.gateway; print('litellm' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    assert result.stdout.strip() == "False"
+
+
+async def _until(condition: Any, timeout: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
