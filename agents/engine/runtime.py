@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -65,8 +64,11 @@ class CancelToken:
         if work.done():
             return work.result()
         work.cancel()
-        with contextlib.suppress(BaseException):  # the abandoned call's fate no longer matters
-            await work
+        # Let the abandoned call unwind; asyncio.wait never raises its outcome, but a cancellation
+        # of this task while waiting still propagates.
+        await asyncio.wait({work})
+        if not work.cancelled():
+            work.exception()  # mark a late failure as retrieved: its fate no longer matters
         raise Cancelled(self.reason)
 
 
