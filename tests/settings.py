@@ -3,7 +3,8 @@
 import os
 import tempfile
 
-os.environ.setdefault("PLANNER_VAR_DIR", os.path.join(tempfile.gettempdir(), "crew-planner-test-var"))
+# Each test process gets its own folder (and SQLite test database): parallel runs never collide.
+os.environ.setdefault("PLANNER_VAR_DIR", tempfile.mkdtemp(prefix="crew-planner-test-"))
 
 from planner_site.settings import *  # noqa: E402,F403
 from planner_site.settings import DATABASES, VAR_DIR  # noqa: E402

@@ -11,8 +11,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from agents.models import LLM, PromptTemplate, PromptTemplateVersion
 from agents.engine.prompts import DEFAULTS
+from agents.models import LLM, PromptTemplate, PromptTemplateVersion
 from crews.models import Crew, Task
 from planner_site.models import ApiToken, hash_token
 from planner_site.roles import role_of
