@@ -84,3 +84,13 @@ def prompt_book() -> PromptBook:
         if version is not None and template.key in PROMPT_DEFAULTS:
             current[template.key] = version.text
     return PromptBook(current)
+
+
+def agent_can_write(*, user: Any, agent: Agent) -> bool:
+    """Whether ``user`` may change ``agent`` (pages hide their edit controls otherwise)."""
+    return is_admin(user) or (agent.owner_id == user.pk and can_build(user))
+
+
+def agent_choices(*, owner: Any) -> QuerySet[Agent]:
+    """The agents a crew of ``owner`` may use: the owner's own (crews never borrow agents)."""
+    return Agent.objects.filter(owner=owner).order_by("name", "id")

@@ -78,3 +78,16 @@ def crew_input_names(*, crew: Crew) -> list[str]:
     for task in tasks:
         texts += [task.description, task.expected_output]
     return find_placeholders(texts)
+
+
+def crew_can_write(*, user: Any, crew: Crew) -> bool:
+    """Whether ``user`` may change ``crew`` (pages hide their edit controls otherwise)."""
+    return is_admin(user) or (crew.owner_id == user.pk and can_build(user))
+
+
+def task_context_choices(*, crew: Crew, task: Task | None = None) -> QuerySet[Task]:
+    """Tasks whose output ``task`` may use: the crew's earlier tasks (all of them for a new task)."""
+    qs = crew.tasks.order_by("order", "id")
+    if task is None:
+        return qs
+    return qs.filter(Q(order__lt=task.order) | Q(order=task.order, pk__lt=task.pk))

@@ -199,3 +199,17 @@ def task_reorder(*, actor: Any, crew: Crew, task_ids: Sequence[int]) -> list[Tas
         Task.objects.filter(pk=task_id).update(order=index)
         tasks[task_id].order = index
     return sorted(tasks.values(), key=lambda t: position[t.pk])
+
+
+@transaction.atomic
+def task_move(*, actor: Any, task: Task, offset: int) -> list[Task]:
+    """Swap a task with its neighbour (``offset`` -1 up, +1 down); the reorder rules still apply.
+
+    Moving the first task up or the last one down changes nothing.
+    """
+    ids = list(task.crew.tasks.order_by("order", "id").values_list("pk", flat=True))
+    here = ids.index(task.pk)
+    there = here + offset
+    if 0 <= there < len(ids):
+        ids[here], ids[there] = ids[there], ids[here]
+    return task_reorder(actor=actor, crew=task.crew, task_ids=ids)

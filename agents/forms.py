@@ -1,0 +1,292 @@
+"""Forms of the agent pages: they validate and render; views hand cleaned data to the services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy as _
+
+from agents.engine.specs import PLAN_PROMPT_PLACEHOLDERS, REFINE_PROMPT_PLACEHOLDERS
+from agents.models import LLM, Agent, PlanningConfig
+
+
+class ServiceErrorsMixin:
+    """Shows a service's ValidationError next to the field it names.
+
+    Services name some errors after their own arguments (``agent_ids``, ``context_task_ids``);
+    ``service_error_fields`` maps those onto this form's fields. Anything left over is shown
+    above the form.
+    """
+
+    service_error_fields: dict[str, str] = {}
+
+    def add_service_errors(self, exc: ValidationError) -> None:
+        form: Any = self
+        if not hasattr(exc, "error_dict"):
+            form.add_error(None, exc)
+            return
+        for key, errors in exc.error_dict.items():
+            field = self.service_error_fields.get(key, key)
+            form.add_error(field if field in form.fields else None, errors)
+
+    def error_summary(self) -> list[dict[str, str]]:
+        """Every error with the id of the input it belongs to, for the summary above the form."""
+        form: Any = self
+        entries = [{"id": "", "label": "", "message": m} for m in form.non_field_errors()]
+        for field in form:
+            for message in field.errors:
+                # Radio and checkbox groups label no single input: point at the first one.
+                target = field.id_for_label or (f"{field.auto_id}_0" if field.auto_id else "")
+                entries.append({"id": target, "label": str(field.label), "message": message})
+        return entries
+
+
+def _textarea(rows: int) -> forms.Textarea:
+    return forms.Textarea(attrs={"rows": rows})
+
+
+def _placeholder_help(names: frozenset[str]) -> str:
+    listed = " ".join("{" + name + "}" for name in sorted(names))
+    return str(
+        _("Empty: the built-in prompt. Placeholders: %(names)s. Write {{ and }} for braces.")
+    ) % {"names": listed}
+
+
+class ObserveStepsSelect(forms.NullBooleanSelect):
+    """Yes / no / "decided by the effort" with words a builder understands."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.choices = [
+            ("unknown", _("Decided by the reasoning effort")),
+            ("true", _("Yes, review every step")),
+            ("false", _("No reviews")),
+        ]
+
+
+class PlanningConfigForm(ServiceErrorsMixin, forms.ModelForm):
+    """The full Plan-and-Act settings (ENGINE.md §2); used when planning is "custom"."""
+
+    class Meta:
+        model = PlanningConfig
+        fields = [
+            "reasoning_effort",
+            "observe_steps",
+            "max_attempts",
+            "max_steps",
+            "max_replans",
+            "max_step_iterations",
+            "step_timeout",
+            "llm",
+            "system_prompt",
+            "plan_prompt",
+            "refine_prompt",
+        ]
+        widgets = {
+            "reasoning_effort": forms.RadioSelect,
+            "observe_steps": ObserveStepsSelect,
+            "system_prompt": _textarea(3),
+            "plan_prompt": _textarea(4),
+            "refine_prompt": _textarea(4),
+        }
+
+    def __init__(self, *args: Any, llms: QuerySet[LLM], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["llm"].queryset = llms
+        self.fields["llm"].empty_label = _("The agent's LLM")
+        self.fields["system_prompt"].help_text = _(
+            "Empty: the built-in system prompt. Used as written."
+        )
+        self.fields["plan_prompt"].help_text = _placeholder_help(PLAN_PROMPT_PLACEHOLDERS)
+        self.fields["refine_prompt"].help_text = _placeholder_help(REFINE_PROMPT_PLACEHOLDERS)
+
+
+class AgentForm(ServiceErrorsMixin, forms.ModelForm):
+    """Every setting of an agent, its tools from the catalogue and its planning settings.
+
+    The form never saves: ``service_kwargs()`` is what ``agent_create``/``agent_update`` take.
+    """
+
+    PLANNING_OFF = "off"
+    PLANNING_QUICK = "quick"
+    PLANNING_CUSTOM = "custom"
+
+    planning_mode = forms.ChoiceField(
+        label=_("When to plan"),
+        choices=[
+            (PLANNING_OFF, _("Off: act step by step (ReAct)")),
+            (PLANNING_QUICK, _("Plan before acting (quick: low effort, one attempt)")),
+            (PLANNING_CUSTOM, _("Custom planning settings (below)")),
+        ],
+        widget=forms.RadioSelect,
+        initial=PLANNING_OFF,
+    )
+
+    service_error_fields = {"planning": "planning_mode", "llm_id": "llm"}
+
+    class Meta:
+        model = Agent
+        fields = [
+            "name",
+            "role",
+            "goal",
+            "backstory",
+            "llm",
+            "agent_type",
+            "max_iter",
+            "max_rpm",
+            "max_execution_time",
+            "max_retry_limit",
+            "respect_context_window",
+            "budget_max_tool_calls",
+            "budget_max_input_tokens",
+        ]
+        widgets = {
+            "goal": _textarea(3),
+            "backstory": _textarea(4),
+            "agent_type": forms.RadioSelect,
+        }
+        help_texts = {
+            "role": _("Write {topic} for a crew input."),
+            "budget_max_tool_calls": _("Empty: no limit."),
+            "budget_max_input_tokens": _("Empty: no limit."),
+            "max_rpm": _("Empty: no limit."),
+            "max_execution_time": _("Empty: no limit."),
+        }
+
+    def __init__(
+        self,
+        data: Any = None,
+        *,
+        llms: QuerySet[LLM],
+        tools: list[dict[str, Any]],
+        agent: Agent | None = None,
+    ) -> None:
+        initial: dict[str, Any] = {}
+        config = getattr(agent, "planning_config", None) if agent else None
+        if agent is not None:
+            initial = forms.model_to_dict(agent, fields=self._meta.fields)
+            if config is not None:
+                initial["planning_mode"] = self.PLANNING_CUSTOM
+            elif agent.planning:
+                initial["planning_mode"] = self.PLANNING_QUICK
+            for name in agent.tools:
+                initial[f"tool_{name}"] = True
+                for option, value in (agent.tool_options or {}).get(name, {}).items():
+                    initial[f"tool_{name}_{option}"] = value
+        super().__init__(data, initial=initial)
+        self.fields["llm"].queryset = llms
+        self.fields["llm"].empty_label = _("The site default")
+        self.tools = tools
+        for tool in tools:
+            name = tool["name"]
+            self.fields[f"tool_{name}"] = forms.BooleanField(
+                label=_("Use %(tool)s") % {"tool": name}, required=False
+            )
+            self.fields[f"tool_{name}_needs_approval"] = forms.BooleanField(
+                label=_("Ask a person before each use"), required=False
+            )
+            self.fields[f"tool_{name}_max_usage"] = forms.IntegerField(
+                label=_("Most uses per task"),
+                required=False,
+                min_value=1,
+                help_text=_("Empty: no limit."),
+            )
+            self.fields[f"tool_{name}_result_as_answer"] = forms.BooleanField(
+                label=_("Its result is the final answer"), required=False
+            )
+        self.planning_form = PlanningConfigForm(
+            data,
+            prefix="planning",
+            llms=llms,
+            initial=forms.model_to_dict(config) if config is not None else None,
+        )
+
+    def tool_rows(self) -> list[dict[str, Any]]:
+        """One row per catalogue tool, with its bound fields, for the template."""
+        return [
+            {
+                "name": tool["name"],
+                "description": tool["description"],
+                "use": self[f"tool_{tool['name']}"],
+                "options": [
+                    self[f"tool_{tool['name']}_{option}"]
+                    for option in ("needs_approval", "max_usage", "result_as_answer")
+                ],
+            }
+            for tool in self.tools
+        ]
+
+    @property
+    def planning_is_custom(self) -> bool:
+        value = self["planning_mode"].value()
+        return value == self.PLANNING_CUSTOM
+
+    def is_valid(self) -> bool:
+        valid = super().is_valid()
+        # The custom settings only count when chosen; otherwise their values are ignored.
+        if self.is_bound and self.cleaned_data.get("planning_mode") == self.PLANNING_CUSTOM:
+            valid = self.planning_form.is_valid() and valid
+        return valid
+
+    def error_summary(self) -> list[dict[str, str]]:
+        entries = super().error_summary()
+        if self.planning_is_custom and self.planning_form.is_bound:
+            entries += self.planning_form.error_summary()
+        return entries
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        tools: list[str] = []
+        options: dict[str, dict[str, Any]] = {}
+        for tool in self.tools:
+            name = tool["name"]
+            if not cleaned.get(f"tool_{name}"):
+                continue
+            tools.append(name)
+            chosen: dict[str, Any] = {}
+            if cleaned.get(f"tool_{name}_needs_approval"):
+                chosen["needs_approval"] = True
+            if cleaned.get(f"tool_{name}_max_usage"):
+                chosen["max_usage"] = cleaned[f"tool_{name}_max_usage"]
+            if cleaned.get(f"tool_{name}_result_as_answer"):
+                chosen["result_as_answer"] = True
+            if chosen:
+                options[name] = chosen
+        cleaned["tools"] = tools
+        cleaned["tool_options"] = options
+        return cleaned
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``agent_create`` / ``agent_update``."""
+        data = {name: self.cleaned_data[name] for name in self._meta.fields}
+        data["tools"] = self.cleaned_data["tools"]
+        data["tool_options"] = self.cleaned_data["tool_options"]
+        mode = self.cleaned_data["planning_mode"]
+        data["planning"] = mode == self.PLANNING_QUICK
+        data["planning_config"] = (
+            {
+                name: self.planning_form.cleaned_data[name]
+                for name in PlanningConfigForm._meta.fields
+            }
+            if mode == self.PLANNING_CUSTOM
+            else None
+        )
+        return data
+
+    def add_service_errors(self, exc: ValidationError) -> None:
+        if not hasattr(exc, "error_dict"):
+            super().add_service_errors(exc)
+            return
+        prefix = "planning_config."
+        nested = {
+            k.removeprefix(prefix): v for k, v in exc.error_dict.items() if k.startswith(prefix)
+        }
+        rest = {k: v for k, v in exc.error_dict.items() if not k.startswith(prefix)}
+        if nested:
+            self.planning_form.add_service_errors(ValidationError(nested))
+        if rest:
+            super().add_service_errors(ValidationError(rest))
