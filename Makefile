@@ -48,7 +48,7 @@ unit: setup
 # running, which clashes with pytest-asyncio tests in the same process.
 e2e: setup
 	@if [ -x /usr/bin/chromium ]; then \
-	  DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -q -rs -p no:asyncio -o addopts="-p no:cacheprovider --import-mode=importlib" tests/e2e; \
+	  DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -q -rs -p no:asyncio -W ignore::pytest.PytestConfigWarning -o addopts="-p no:cacheprovider --import-mode=importlib" tests/e2e; \
 	elif [ "$${REQUIRE_E2E:-0}" = "1" ]; then \
 	  echo "REQUIRE_E2E=1 but /usr/bin/chromium is missing: install it (apt-get install -y chromium)." >&2; exit 1; \
 	else \

@@ -55,7 +55,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     var = tmp_path_factory.mktemp("var")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_"))}
     env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(var))
@@ -110,8 +110,8 @@ _FAILED = pytest.StashKey[bool]()
 
 
 @pytest.fixture
-def page(browser: Browser, live_server: LiveServer, request: pytest.FixtureRequest) -> Iterator[Page]:
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+def page(browser: Browser, app_server: LiveServer, request: pytest.FixtureRequest) -> Iterator[Page]:
+    context = browser.new_context(base_url=app_server.url, viewport={"width": 1280, "height": 900})
     context.tracing.start(screenshots=True, snapshots=True)
     page = context.new_page()
     page.set_default_timeout(15_000)
