@@ -1,0 +1,1 @@
+"""Pages of the crews app: crews and tasks, plans and their editor, runs and their live view."""
