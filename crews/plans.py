@@ -55,8 +55,12 @@ def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Seque
 
 
 @transaction.atomic
-def plan_draft(*, actor: Any, crew: Crew, inputs: Any) -> Plan:
-    """Start drafting a plan for ``crew`` with ``inputs``; it fills in in the background."""
+def plan_draft(*, actor: Any, crew: Crew, inputs: Any, enqueue: bool = True) -> Plan:
+    """Start drafting a plan for ``crew`` with ``inputs``; it fills in in the background.
+
+    ``enqueue=False`` leaves the drafting to the caller (``runner.generate_plan`` in the
+    foreground, as ``manage.py kickoff --plan auto`` does).
+    """
     from agents.selectors import llm_default
     from crews.bridge import crew_snapshot
     from crews.runs import _check_rate, crew_check_runnable, crew_texts, inputs_validate
@@ -69,9 +73,10 @@ def plan_draft(*, actor: Any, crew: Crew, inputs: Any) -> Plan:
         crew=crew, inputs=clean, created_by=actor, llm=crew.planning_llm or llm_default(),
         status=Plan.Status.GENERATING,
     )
-    from crews.tasks import generate_plan
+    if enqueue:
+        from crews.tasks import generate_plan
 
-    transaction.on_commit(lambda: generate_plan.enqueue(plan.pk))
+        transaction.on_commit(lambda: generate_plan.enqueue(plan.pk))
     return plan
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 from agents.bridge import agent_spec, llm_lookup, llm_spec
 from agents.engine.agent import AgentError, run_agent
@@ -61,6 +61,13 @@ def db(fn: Callable[..., Any]) -> Callable[..., Any]:
     return sync_to_async(fn)
 
 
+def _release_connections() -> None:
+    """Drop stale connections as a worker does between tasks, but never inside a transaction:
+    that would break the caller's atomic block (a test's, or a command's)."""
+    if not any(c.in_atomic_block for c in connections.all(initialized_only=True)):
+        close_old_connections()
+
+
 def cancel_in_process(run_id: int) -> None:
     with _active_lock:
         token = _active.get(run_id)
@@ -92,7 +99,7 @@ def execute(run_id: int, worker_id: str | None = None) -> None:
         remove_hook()
         with _active_lock:
             _active.pop(run_id, None)
-        close_old_connections()
+        _release_connections()
 
 
 async def _watch(run_id: int, token: CancelToken) -> None:
@@ -253,7 +260,10 @@ def _plan_spec(plan: Plan) -> tuple[CrewSpec, Any]:
 
 
 def generate_plan(plan_id: int) -> None:
+    """Draft a plan that is being generated; any other state means it was drafted already."""
     plan = Plan.objects.select_related("crew", "llm").get(pk=plan_id)
+    if plan.status != Plan.Status.GENERATING:
+        return  # a second delivery of the task must not add a version or undo an approval
     usage = Usage()
     try:
         spec, llm = _plan_spec(plan)
@@ -266,7 +276,7 @@ def generate_plan(plan_id: int) -> None:
         plans.plan_fail(plan_id=plan_id, error="Drafting stopped because of an internal error.")
         return
     finally:
-        close_old_connections()
+        _release_connections()
     plans.plan_store_draft(plan_id=plan_id, steps=draft.steps, usage=_usage_dict(usage), task_ids=[int(t.key) for t in spec.tasks])
 
 
@@ -286,7 +296,7 @@ def regenerate_plan(plan_id: int, task_id: int, feedback: str, actor_id: int | N
     except (CrewPlanError, LLMError, MissingInput, LookupError, BudgetExceeded) as exc:
         texts, error = None, str(exc)
     finally:
-        close_old_connections()
+        _release_connections()
     plans.plan_store_regenerated(
         plan_id=plan_id, task_id=task_id, texts=texts or [], actor=actor, usage=_usage_dict(usage), error=error
     )

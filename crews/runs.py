@@ -87,14 +87,20 @@ def crew_check_runnable(*, crew: Crew, snapshot: dict[str, Any]) -> None:
 @transaction.atomic
 def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None,
                 review_plan: bool | None = None, rerun_of: Run | None = None,
-                done: dict[int, RunTask] | None = None) -> Run:
+                done: dict[int, RunTask] | None = None, planning: bool | None = None,
+                enqueue: bool = True) -> Run:
     """Validate, snapshot the crew, queue the run; it starts once this transaction commits.
 
     A given plan must be approved and belong to this crew: it is then used verbatim. Without
     one, a crew with planning drafts its plan inside the run (and waits with ``review_plan``).
+    ``planning`` overrides the crew's setting for this run only: it is written into the
+    snapshot, which is the crew as this run runs it. ``enqueue=False`` leaves the run for the
+    caller to execute in the foreground (``manage.py kickoff``): no worker will pick it up.
     """
     _check_rate(actor)
     snapshot = crew_snapshot(crew)
+    if planning is not None:
+        snapshot["crew"]["planning"] = planning
     crew_check_runnable(crew=crew, snapshot=snapshot)
     clean = inputs_validate(crew=crew, inputs=inputs, texts=crew_texts(snapshot))
     if plan is not None:
@@ -119,7 +125,8 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
     )
     emit_now(run.pk, "run.queued", {"crew_id": crew.pk, "plan_id": run.plan_id, "plan_version": run.plan_version})
     audit(actor=actor, action="run.started", target=run, crew=crew.pk)
-    _enqueue(run)
+    if enqueue:
+        _enqueue(run)
     return run
 
 
@@ -191,6 +198,7 @@ def run_set_running(*, run_id: int) -> None:
     _transition(run_id, S.RUNNING, None, allowed={S.PLANNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT, S.RUNNING})
 
 
+@transaction.atomic  # the request and the waiting status appear together
 def run_wait_for_plan_approval(*, run_id: int, plan: Plan) -> None:
     Run.objects.filter(pk=run_id).update(plan=plan, planning_plan=plan)
     _transition(run_id, S.AWAITING_APPROVAL, "run.awaiting_approval",
@@ -201,6 +209,7 @@ def run_use_plan(*, run_id: int, plan: Plan) -> None:
     Run.objects.filter(pk=run_id).update(plan=plan, plan_version=plan.approved_version)
 
 
+@transaction.atomic  # the request and the waiting status appear together
 def run_wait_for_feedback(*, run_id: int, task_key: str, answer: str) -> FeedbackRequest:
     request = FeedbackRequest.objects.create(run_id=run_id, task_key=task_key, answer=answer)
     _transition(run_id, S.AWAITING_INPUT, "run.awaiting_input",
@@ -208,6 +217,7 @@ def run_wait_for_feedback(*, run_id: int, task_key: str, answer: str) -> Feedbac
     return request
 
 
+@transaction.atomic  # the request and the waiting status appear together
 def run_wait_for_approval(*, run_id: int, approval_id: str, tool: str, args: dict[str, Any]) -> ToolApproval:
     approval = ToolApproval.objects.create(run_id=run_id, approval_id=approval_id, tool=tool, args=args)
     _transition(run_id, S.AWAITING_INPUT, "run.awaiting_input",
@@ -286,6 +296,8 @@ def run_finish(*, run_id: int, status: str, output: str = "", error: str = "") -
     fields: dict[str, Any] = {"output": output, "error": error}
     if status != S.INTERRUPTED:
         fields["finished_at"] = timezone.now()
+    else:  # as when the worker died: the task cut short waits for the resume
+        RunTask.objects.filter(run_id=run_id, status=RunTask.Status.RUNNING).update(status=RunTask.Status.WAITING)
     _transition(run_id, status, event, data, **fields)
 
 

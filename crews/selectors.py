@@ -8,7 +8,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.utils.translation import gettext as _
 
 from crews.engine.interpolate import find_placeholders
-from crews.models import Crew, Task
+from crews.models import Crew, Plan, PlanStep, PlanVersion, Run, RunEvent, Task
 from planner_site.errors import Forbidden, NotFound
 from planner_site.roles import can_build, is_admin
 
@@ -91,3 +91,78 @@ def task_context_choices(*, crew: Crew, task: Task | None = None) -> QuerySet[Ta
     if task is None:
         return qs
     return qs.filter(Q(order__lt=task.order) | Q(order=task.order, pk__lt=task.pk))
+
+
+# Runs and plans ----------------------------------------------------------------------------------
+
+
+def run_visible(*, user: Any) -> QuerySet[Run]:
+    """Runs of the crews ``user`` sees, and runs of the agents it sees that ran on their own."""
+    from agents.selectors import agent_visible
+
+    qs = Run.objects.select_related("crew", "agent", "created_by", "plan")
+    if is_admin(user):
+        return qs
+    crews = crew_visible(user=user).values("pk")
+    agents = agent_visible(user=user).values("pk")
+    return qs.filter(Q(crew__in=crews) | Q(crew__isnull=True, agent__in=agents))
+
+
+def run_get(*, user: Any, run_id: int, for_write: bool = False) -> Run:
+    """The run if ``user`` may see it; with ``for_write`` (stop, answer, re-run) also act on it.
+
+    Acting is for the run's creator, the owner of its crew (or agent) and admins. Someone who
+    sees the run only because its crew is shared gets a 404 as a builder, a 403 as a viewer.
+    """
+    run = run_visible(user=user).filter(pk=run_id).first()
+    if run is None:
+        raise NotFound(_("No run with id %(id)s.") % {"id": run_id})
+    if for_write and not run_can_write(user=user, run=run):
+        if can_build(user):
+            raise NotFound(_("No run with id %(id)s.") % {"id": run_id})
+        raise Forbidden(_("Your role cannot change runs."))
+    return run
+
+
+def run_can_write(*, user: Any, run: Run) -> bool:
+    """Whether ``user`` may stop, answer, approve or re-run ``run`` (pages hide the controls)."""
+    if is_admin(user):
+        return True
+    owner_id = run.crew.owner_id if run.crew is not None else (run.agent.owner_id if run.agent else None)
+    return can_build(user) and user.pk in (run.created_by_id, owner_id)
+
+
+def run_list(*, user: Any, crew_id: int | None = None, status: str | None = None) -> QuerySet[Run]:
+    qs = run_visible(user=user)
+    if crew_id is not None:
+        qs = qs.filter(crew_id=crew_id)
+    if status:
+        qs = qs.filter(status=status)
+    return qs.order_by("-created_at", "-id")
+
+
+def run_events(*, run: Run | int, after: int = 0, limit: int = 500) -> list[RunEvent]:
+    """The run's stored events with ``seq > after``, oldest first, at most ``limit`` of them."""
+    run_id = run if isinstance(run, int) else run.pk
+    limit = max(1, min(int(limit), 1000))
+    return list(RunEvent.objects.filter(run_id=run_id, seq__gt=max(0, int(after))).order_by("seq")[:limit])
+
+
+def plan_get(*, user: Any, plan_id: int, for_write: bool = False) -> Plan:
+    """The plan if ``user`` sees its crew (and may change the crew, with ``for_write``)."""
+    plan = Plan.objects.select_related("crew", "llm").filter(pk=plan_id).first()
+    if plan is None or not crew_visible(user=user).filter(pk=plan.crew_id).exists():
+        raise NotFound(_("No plan with id %(id)s.") % {"id": plan_id})
+    if for_write:
+        try:
+            crew_check_write(user=user, crew=plan.crew)
+        except NotFound:
+            raise NotFound(_("No plan with id %(id)s.") % {"id": plan_id}) from None
+    return plan
+
+
+def plan_versions(*, plan: Plan) -> QuerySet[PlanVersion]:
+    """Every saved version of ``plan``, newest first, with its steps."""
+    steps = PlanStep.objects.select_related("task").order_by("task__order", "task_id", "order")
+    return plan.versions.select_related("created_by").prefetch_related(
+        Prefetch("steps", queryset=steps)).order_by("-number")

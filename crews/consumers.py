@@ -1,0 +1,170 @@
+"""Websockets that follow a run: every event exactly once, replayed from the database, then live.
+
+The consumer joins the run's group before it reads the database (Zulip's "register before
+fetch"): an event stored while the replay runs is then either in the replay or queued for
+``run_event``, and ``last_sent`` drops whichever copy comes second. A live event that skips ahead
+(its predecessors were broadcast by another process and are still on their way) first pulls the
+missing ones from the database, so the client never sees a gap.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.template.loader import render_to_string
+
+from crews import selectors
+from crews.bridge import payload_of
+from crews.models import Run
+from crews.realtime import EventPayload, run_group
+from planner_site.errors import NotFound
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+REPLAY_PAGE = 500
+
+
+@database_sync_to_async
+def _visible_run_id(user: Any, run_id: int) -> int | None:
+    try:
+        return selectors.run_get(user=user, run_id=run_id).pk
+    except NotFound:
+        return None
+
+
+@database_sync_to_async
+def _stored_events(run_id: int, after: int, upto: int | None = None) -> list[EventPayload]:
+    events = selectors.run_events(run=run_id, after=after, limit=REPLAY_PAGE)
+    return [payload_of(e) for e in events if upto is None or e.seq <= upto]
+
+
+def _int_param(params: dict[str, list[str]], name: str) -> int:
+    try:
+        return max(0, int(params.get(name, ["0"])[-1]))
+    except ValueError:
+        return 0
+
+
+class RunEventsConsumer(AsyncWebsocketConsumer):
+    """Authentication, the replay and the exactly-once bookkeeping; subclasses format events."""
+
+    run_id: int
+    last_sent: int = 0  # the newest seq the client has (from ?after=, then what was sent)
+    group: str | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        # Accept, then close with a code: a refused handshake would reach a browser as a bare
+        # HTTP 403, and API.md promises the client these codes.
+        await self.accept()
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        run_id = await _visible_run_id(user, int(self.scope["url_route"]["kwargs"]["run_id"]))
+        if run_id is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.run_id = run_id
+        params = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        self.last_sent = _int_param(params, "after")
+        self.configure(params)
+        self.group = run_group(run_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)  # before the replay
+        await self.catch_up()
+
+    async def disconnect(self, code: int) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        return None  # the stream is one-way; htmx's ws extension may still send form data
+
+    async def catch_up(self, upto: int | None = None) -> None:
+        """Send every stored event after ``last_sent`` (up to ``upto``), in pages, in order."""
+        while True:
+            events = await _stored_events(self.run_id, self.last_sent, upto)
+            for event in events:
+                await self.send_event(event)
+            if len(events) < REPLAY_PAGE:
+                return
+
+    async def run_event(self, message: dict[str, Any]) -> None:
+        """A live event from the group (``run.event``)."""
+        event: EventPayload = message["event"]
+        seq = event["seq"]
+        if seq is None:  # ephemeral (a streamed LLM delta): never stored, never replayed
+            if self.wants_ephemeral(event):
+                await self.emit(event)
+            return
+        if seq <= self.last_sent:
+            return  # already sent, from the replay or a gap fill
+        if seq > self.last_sent + 1:
+            await self.catch_up(upto=seq - 1)
+        if seq > self.last_sent:
+            await self.send_event(event)
+
+    async def send_event(self, event: EventPayload) -> None:
+        assert event["seq"] is not None
+        await self.emit(event)
+        self.last_sent = event["seq"]
+
+    # Formatting: one message per event --------------------------------------------------------
+
+    def configure(self, params: dict[str, list[str]]) -> None:
+        return None
+
+    def wants_ephemeral(self, event: EventPayload) -> bool:
+        return True
+
+    async def emit(self, event: EventPayload) -> None:
+        raise NotImplementedError
+
+
+class RunEventsJsonConsumer(RunEventsConsumer):
+    """``/ws/api/runs/<id>/?after=<seq>[&deltas=1]``: one API.md ``Event`` per JSON message."""
+
+    deltas = False
+
+    def configure(self, params: dict[str, list[str]]) -> None:
+        self.deltas = params.get("deltas", ["0"])[-1].lower() in ("1", "true", "yes")
+
+    def wants_ephemeral(self, event: EventPayload) -> bool:
+        return self.deltas
+
+    async def emit(self, event: EventPayload) -> None:
+        await self.send(text_data=json.dumps(event))
+
+
+class RunEventsHtmlConsumer(RunEventsConsumer):
+    """``/ws/runs/<id>/?after=<seq>``: out-of-band HTML fragments for htmx's ws extension."""
+
+    async def emit(self, event: EventPayload) -> None:
+        await self.send(text_data=render_event(event))
+
+
+# The status a run is in after each run.* event (most are named after it).
+_STATUS_AFTER = {"run.started": Run.Status.RUNNING, "run.resumed": Run.Status.QUEUED}
+_SUMMARY_FIELDS = ("output", "error", "message", "description", "text", "reason", "answer", "name")
+
+
+def render_event(event: EventPayload) -> str:
+    """The fragment for one event; the template escapes everything the event carries."""
+    status: Run.Status | None = None
+    if event["type"].startswith("run."):
+        name = event["type"].removeprefix("run.")
+        status = _STATUS_AFTER.get(event["type"]) or (Run.Status(name) if name in Run.Status.values else None)
+    data = event["data"] or {}
+    summary = next((str(data[k]) for k in _SUMMARY_FIELDS if isinstance(data.get(k), (str, int, float)) and data[k] != ""), "")
+    task_id = event["task_id"]
+    return render_to_string("crews/_run_event.html", {
+        "event": event,
+        "delta": event["seq"] is None,
+        "delta_target": f"delta-{task_id if task_id is not None else 'run'}",
+        "status": status,
+        "summary": summary,
+        "data_json": json.dumps(data, indent=2, sort_keys=True, default=str),
+    }).strip()

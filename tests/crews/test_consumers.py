@@ -1,0 +1,258 @@
+"""The run websockets on the real ASGI app: auth, replay after a seq, live events exactly once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from crews import runner, runs, selectors
+from crews.bridge import payload_of, record_event
+from crews.models import Run
+from crews.realtime import EventPayload, broadcast
+from planner_site.asgi import application
+from planner_site.tokens import token_create
+from tests.crews.run_helpers import make_crew, scripted
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+EVIL = "<script>alert('tides')</script>"
+
+
+def session_headers(user: Any) -> list[tuple[bytes, bytes]]:
+    client = Client()
+    client.force_login(user)
+    return [*ORIGIN, (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+
+
+@pytest.fixture
+def finished_run(builder: Any, monkeypatch: Any) -> Run:
+    """A two-task run that has succeeded; the model's answers carry markup."""
+    crew = make_crew(builder)
+    scripted(monkeypatch, default=f"Final Answer: {EVIL} & more")
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    runner.execute(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED
+    return run
+
+
+@pytest.fixture
+def headers(builder: Any) -> list[tuple[bytes, bytes]]:
+    return session_headers(builder)
+
+
+@database_sync_to_async
+def stored(run: Run, after: int = 0) -> list[EventPayload]:
+    return [payload_of(e) for e in selectors.run_events(run=run, after=after)]
+
+
+@database_sync_to_async
+def store(run: Run, type_: str, data: dict[str, Any] | None = None) -> EventPayload:
+    """An event stored as the worker stores it, but not (yet) broadcast."""
+    return payload_of(record_event(run.pk, type_, data or {}))
+
+
+async def connect(path: str, headers: list[tuple[bytes, bytes]]) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def receive_json(communicator: WebsocketCommunicator, count: int) -> list[dict[str, Any]]:
+    return [json.loads(await communicator.receive_from(timeout=3)) for _ in range(count)]
+
+
+async def receive_html(communicator: WebsocketCommunicator, count: int) -> list[str]:
+    return [await communicator.receive_from(timeout=3) for _ in range(count)]
+
+
+async def assert_closed_with(communicator: WebsocketCommunicator, code: int) -> None:
+    message = await communicator.receive_output(timeout=3)
+    assert message == {"type": "websocket.close", "code": code}
+    await communicator.disconnect()
+
+
+# JSON ----------------------------------------------------------------------------------------------
+
+
+async def test_the_json_socket_replays_exactly_the_stored_events(finished_run, headers):
+    expected = await stored(finished_run)
+    communicator = await connect(f"/ws/api/runs/{finished_run.pk}/", headers)
+
+    frames = await receive_json(communicator, len(expected))
+
+    assert frames == [json.loads(json.dumps(e)) for e in expected]
+    assert [f["seq"] for f in frames] == list(range(1, len(expected) + 1))
+    assert set(frames[0]) == {"seq", "type", "at", "task_id", "step_id", "data"}
+    assert await communicator.receive_nothing(timeout=0.1)
+    await communicator.disconnect()
+
+
+async def test_a_bearer_token_opens_the_json_socket(finished_run, builder):
+    _token, raw = await database_sync_to_async(token_create)(user=builder)
+    expected = await stored(finished_run)
+    communicator = await connect(
+        f"/ws/api/runs/{finished_run.pk}/", [*ORIGIN, (b"authorization", f"Bearer {raw}".encode())]
+    )
+
+    frames = await receive_json(communicator, len(expected))
+
+    assert [f["seq"] for f in frames] == [e["seq"] for e in expected]
+    await communicator.disconnect()
+
+
+async def test_after_k_sends_only_the_events_after_k(finished_run, headers):
+    everything = await stored(finished_run)
+    k = 5
+    communicator = await connect(f"/ws/api/runs/{finished_run.pk}/?after={k}", headers)
+
+    frames = await receive_json(communicator, len(everything) - k)
+
+    assert [f["seq"] for f in frames] == [e["seq"] for e in everything[k:]]
+    assert await communicator.receive_nothing(timeout=0.1)
+    await communicator.disconnect()
+
+
+async def test_a_live_event_arrives_once_even_when_the_replay_had_it(finished_run, headers):
+    count = len(await stored(finished_run))
+    in_replay = await store(finished_run, "run.resumed")  # stored before the socket reads ...
+    communicator = await connect(f"/ws/api/runs/{finished_run.pk}/", headers)
+    replayed = await receive_json(communicator, count + 1)
+    assert replayed[-1]["seq"] == in_replay["seq"]
+
+    await broadcast(finished_run.pk, in_replay)  # ... and broadcast after it did
+    live = await store(finished_run, "run.started", {"worker": "w2"})
+    await broadcast(finished_run.pk, live)
+    await broadcast(finished_run.pk, live)  # a repeated delivery
+
+    assert await receive_json(communicator, 1) == [json.loads(json.dumps(live))]
+    assert await communicator.receive_nothing(timeout=0.1)
+    await communicator.disconnect()
+
+
+async def test_a_gap_in_the_live_stream_is_filled_from_the_database(finished_run, headers):
+    count = len(await stored(finished_run))
+    communicator = await connect(f"/ws/api/runs/{finished_run.pk}/", headers)
+    await receive_json(communicator, count)
+
+    skipped = [await store(finished_run, "task.started", {"n": n}) for n in (1, 2)]
+    newest = await store(finished_run, "task.completed", {"output": "late"})
+    await broadcast(finished_run.pk, newest)  # the two before it are still on their way
+    frames = await receive_json(communicator, 3)
+    for event in skipped:  # and now they arrive: already sent, so dropped
+        await broadcast(finished_run.pk, event)
+
+    assert [f["seq"] for f in frames] == [skipped[0]["seq"], skipped[1]["seq"], newest["seq"]]
+    assert frames[-1]["data"] == {"output": "late"}
+    assert await communicator.receive_nothing(timeout=0.1)
+    await communicator.disconnect()
+
+
+async def test_deltas_are_skipped_unless_asked_for(finished_run, headers):
+    count = len(await stored(finished_run))
+    plain = await connect(f"/ws/api/runs/{finished_run.pk}/", headers)
+    with_deltas = await connect(f"/ws/api/runs/{finished_run.pk}/?deltas=1", headers)
+    await receive_json(plain, count)
+    await receive_json(with_deltas, count)
+    delta: EventPayload = {"seq": None, "type": "llm.delta", "at": "2026-01-01T00:00:00Z",
+                           "task_id": None, "step_id": None, "data": {"text": "Hel"}}
+
+    await broadcast(finished_run.pk, delta)
+
+    assert await receive_json(with_deltas, 1) == [delta]
+    assert await plain.receive_nothing(timeout=0.1)
+    await plain.disconnect()
+    await with_deltas.disconnect()
+
+
+async def test_without_a_session_the_socket_closes_with_4401(finished_run):
+    communicator = await connect(f"/ws/api/runs/{finished_run.pk}/", ORIGIN)
+    await assert_closed_with(communicator, 4401)
+
+
+async def test_a_bad_token_closes_with_4401(finished_run):
+    communicator = await connect(
+        f"/ws/api/runs/{finished_run.pk}/", [*ORIGIN, (b"authorization", b"Bearer cp_nope")]
+    )
+    await assert_closed_with(communicator, 4401)
+
+
+@pytest.mark.parametrize("path", ["/ws/api/runs/{id}/", "/ws/runs/{id}/"])
+async def test_another_users_run_closes_with_4404(finished_run, other_builder, path):
+    headers = await database_sync_to_async(session_headers)(other_builder)
+    communicator = await connect(path.format(id=finished_run.pk), headers)
+    await assert_closed_with(communicator, 4404)
+
+
+async def test_a_missing_run_closes_with_4404(headers):
+    communicator = await connect("/ws/api/runs/999999/", headers)
+    await assert_closed_with(communicator, 4404)
+
+
+async def test_a_foreign_origin_is_refused(finished_run, headers):
+    headers = [(b"origin", b"http://evil.example"), *headers[1:]]
+    communicator = WebsocketCommunicator(application, f"/ws/api/runs/{finished_run.pk}/", headers=headers)
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+# HTML ----------------------------------------------------------------------------------------------
+
+
+async def test_the_html_socket_sends_escaped_out_of_band_fragments(finished_run, headers):
+    expected = await stored(finished_run)
+    communicator = await connect(f"/ws/runs/{finished_run.pk}/", headers)
+
+    fragments = await receive_html(communicator, len(expected))
+
+    for event, fragment in zip(expected, fragments, strict=True):
+        assert 'hx-swap-oob="beforeend:#run-events"' in fragment
+        assert fragment.count("<li ") == 1 and f'<li id="event-{event["seq"]}"' in fragment
+        assert ('id="run-status"' in fragment) == event["type"].startswith("run.")
+    completed = [f for e, f in zip(expected, fragments, strict=True) if e["type"] == "task.completed"]
+    assert completed and all("&lt;script&gt;alert(&#x27;tides&#x27;)&lt;/script&gt;" in f for f in completed)
+    assert all("<script" not in f for f in fragments)
+    assert 'data-status="succeeded"' in fragments[-1]
+    await communicator.disconnect()
+
+
+async def test_the_html_socket_streams_deltas_into_the_answer_escaped(finished_run, headers):
+    count = len(await stored(finished_run))
+    communicator = await connect(f"/ws/runs/{finished_run.pk}/", headers)
+    await receive_html(communicator, count)
+    task_id = finished_run.snapshot["tasks"][0]["id"]
+
+    for task in (task_id, None):
+        await broadcast(finished_run.pk, {"seq": None, "type": "llm.delta", "at": "2026-01-01T00:00:00Z",
+                                          "task_id": task, "step_id": None, "data": {"text": "<b>Hi"}})
+    by_task, by_run = await receive_html(communicator, 2)
+
+    assert by_task == f'<span hx-swap-oob="beforeend:#delta-{task_id}">&lt;b&gt;Hi</span>'
+    assert by_run == '<span hx-swap-oob="beforeend:#delta-run">&lt;b&gt;Hi</span>'
+    await communicator.disconnect()
+
+
+async def test_reconnecting_with_after_sends_no_row_twice(finished_run, headers):
+    count = len(await stored(finished_run))
+    first = await connect(f"/ws/runs/{finished_run.pk}/", headers)
+    rows = await receive_html(first, count)
+    await first.disconnect()
+    newer = await store(finished_run, "run.resumed")
+
+    again = await connect(f"/ws/runs/{finished_run.pk}/?after={count}", headers)
+    await broadcast(finished_run.pk, newer)
+    more = await receive_html(again, 1)
+
+    ids = [f'id="event-{n}"' for n in range(1, count + 2)]
+    received = rows + more
+    assert [sum(i in r for r in received) for i in ids] == [1] * (count + 1)
+    assert 'data-status="queued"' in more[0]
+    assert await again.receive_nothing(timeout=0.1)
+    await again.disconnect()

@@ -1,0 +1,432 @@
+"""Run services end to end: kickoff, snapshots, execution, plans used verbatim, people, limits."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from agents.engine.llm import LLMResponse, tool_call_response
+from agents.models import LLM
+from crews import plans, runner, runs, selectors
+from crews.models import (
+    FeedbackRequest,
+    Plan,
+    PlanVersion,
+    Run,
+    RunEvent,
+    RunTask,
+    Task,
+    ToolApproval,
+)
+from planner_site.errors import Conflict, Forbidden, NotFound
+from tests.crews.run_helpers import (
+    Background,
+    event_types,
+    fake_llm,
+    make_agent,
+    make_crew,
+    plan_in_prompt,
+    scripted,
+    stop_leftover_runs,  # noqa: F401 - a fixture
+    wait_for,
+    wait_for_status,
+)
+from tests.fakes.openai_server import FakeLLMServer, Reply
+
+pytestmark = pytest.mark.usefixtures("stop_leftover_runs")
+
+DEMO_EVENTS = [
+    "run.queued", "run.started", "run.planning", "crew_plan.started", "llm.started", "llm.completed",
+    "crew_plan.completed", "crew_plan.approved",
+    "task.started", "llm.started", "llm.completed", "task.completed",
+    "task.started", "llm.started", "llm.completed", "task.completed",
+    "run.succeeded",
+]  # fmt: skip
+
+
+def task_requests(gateway: Any, task: Task) -> list[Any]:
+    """The requests whose prompt is ``task``'s (its description names it)."""
+    marker = f"Do the {task.name} work"
+    return [r for r in gateway.requests if any(marker in str(m.get("content")) for m in r.messages
+                                               if m.get("role") == "user")]
+
+
+# Kickoff ---------------------------------------------------------------------------------------
+
+
+def test_kickoff_names_the_missing_input(builder):
+    crew = make_crew(builder)
+
+    with pytest.raises(ValidationError) as caught:
+        runs.run_kickoff(actor=builder, crew=crew, inputs={})
+
+    assert list(caught.value.message_dict) == ["inputs.topic"]
+    assert not Run.objects.exists()
+
+
+def test_kickoff_takes_only_an_approved_plan_of_the_same_crew(builder):
+    crew = make_crew(builder)
+    other = make_crew(builder, name="Other")
+    draft = Plan.objects.create(crew=crew, status=Plan.Status.DRAFT, version=1)
+    foreign = Plan.objects.create(crew=other, status=Plan.Status.APPROVED, version=1, approved_version=1)
+
+    for plan in (draft, foreign):
+        with pytest.raises(ValidationError) as caught:
+            runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "x"}, plan=plan)
+        assert list(caught.value.message_dict) == ["plan_id"]
+    assert not Run.objects.exists()
+
+
+def test_a_run_keeps_the_crew_as_it_was_at_kickoff(builder, monkeypatch):
+    crew = make_crew(builder, tasks=["Research"])
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"})
+    task = crew.tasks.get()
+    task.description = "Something else entirely about {topic}"
+    task.save()
+    agent = crew.agents.get()
+    agent.role = "Pirate"
+    agent.save()
+    gateway = scripted(monkeypatch, default="Final Answer: done")
+
+    runner.execute(run.pk)
+
+    prompt = "\n".join(str(m["content"]) for m in gateway.requests[0].messages)
+    assert "Do the Research work about tides" in prompt
+    assert "Writer on tides" in prompt
+    assert "Something else" not in prompt and "Pirate" not in prompt
+    assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED
+
+
+def test_the_demo_model_runs_a_planning_crew_with_a_gapless_event_log(demo_crew, builder):
+    run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"})
+
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert event_types(run) == DEMO_EVENTS
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(DEMO_EVENTS) + 1)) and run.last_seq == len(seqs)
+    results = list(run.task_results.order_by("order"))
+    assert [r.status for r in results] == [RunTask.Status.DONE, RunTask.Status.DONE]
+    assert run.output == results[-1].output and "tides" in results[0].output
+    assert run.plan is not None and run.plan.status == Plan.Status.APPROVED
+    assert run.plan_version == 1
+
+
+def test_usage_rolls_up_per_run_and_per_task_from_the_llm_events(builder, monkeypatch):
+    crew = make_crew(builder, planning=True)
+    answers = iter([
+        LLMResponse(content='{"plans": [{"task_number": 1, "steps": ["a"]}, {"task_number": 2, "steps": ["b"]}]}',
+                    prompt_tokens=100, completion_tokens=20, cost_usd=0.001),
+        LLMResponse(content="Final Answer: research", prompt_tokens=50, completion_tokens=7, cost_usd=0.0005),
+        LLMResponse(content="Final Answer: report", prompt_tokens=70, completion_tokens=9, cost_usd=0.00025),
+    ])
+    scripted(monkeypatch, default=lambda request: next(answers))
+    LLM.objects.filter(is_default=True).update(supports_tools=False)  # the plan comes as JSON text
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"})
+
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    completed = [e for e in RunEvent.objects.filter(run=run, type="llm.completed")]
+    assert (run.prompt_tokens, run.completion_tokens, run.llm_calls) == (220, 36, 3)
+    assert run.prompt_tokens == sum(e.data["prompt_tokens"] for e in completed)
+    assert run.cost_usd == Decimal("0.00175") == sum(Decimal(str(e.data["cost_usd"])) for e in completed)
+    for result in run.task_results.all():
+        mine = [e for e in completed if e.task_id == result.task_id_snapshot]
+        assert len(mine) == result.llm_calls == 1
+        assert result.prompt_tokens == mine[0].data["prompt_tokens"]
+        assert result.completion_tokens == mine[0].data["completion_tokens"]
+        assert result.cost_usd == Decimal(str(mine[0].data["cost_usd"]))
+
+
+def test_executing_a_run_twice_does_nothing_the_second_time(builder, monkeypatch):
+    crew = make_crew(builder, tasks=["Research"])
+    gateway = scripted(monkeypatch, default="Final Answer: done")
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"})
+    runner.execute(run.pk)
+    events = event_types(run)
+
+    runner.execute(run.pk)  # what a worker does with the task enqueued at kickoff
+
+    assert event_types(run) == events
+    assert gateway.calls == 1
+
+
+def test_a_crew_that_plans_can_run_without_a_plan(demo_crew, builder):
+    run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"}, planning=False)
+
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED
+    assert run.snapshot["crew"]["planning"] is False
+    assert not [t for t in event_types(run) if t.startswith("crew_plan.") or t == "run.planning"]
+    assert run.plan is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kickoff_queues_the_run_and_a_worker_executes_it(builder, monkeypatch):
+    crew = make_crew(builder, tasks=["Research"])
+    scripted(monkeypatch, default="Final Answer: done")
+
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"})  # immediate backend
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED
+    assert event_types(run)[:2] == ["run.queued", "run.started"]
+
+
+# Plans -------------------------------------------------------------------------------------------
+
+
+def drafted_plan(builder: Any, crew: Any) -> Plan:
+    plan = plans.plan_draft(actor=builder, crew=crew, inputs={"topic": "tides"})
+    runner.generate_plan(plan.pk)  # the background task, in the foreground (demo model)
+    plan.refresh_from_db()
+    assert plan.status == Plan.Status.DRAFT
+    return plan
+
+
+def body_of(plan: Plan) -> dict[int, list[dict[str, Any]]]:
+    return {
+        task_id: [{"id": s.uid, "text": s.text, "pinned": s.pinned} for s in steps]
+        for task_id, steps in plans.current_steps(plan).items()
+    }
+
+
+def test_an_edited_and_approved_plan_is_used_verbatim_without_the_planner(builder, monkeypatch):
+    crew = make_crew(builder, planning=True)
+    research, report = crew.tasks.order_by("order")
+    plan = drafted_plan(builder, crew)
+    steps = body_of(plan)
+    first, second, third = steps[research.pk]  # the demo model drafts three for this task
+    edited_research = [
+        {**third},  # moved to the front
+        {**first, "text": "Read the brief about tides twice"},  # changed
+        {"text": "Ask what a spring tide is"},  # new
+    ]  # the second step is gone
+    plan = plans.plan_update(actor=builder, plan=plan, expected_version=plan.version,
+                             tasks=[{"task_id": research.pk, "steps": edited_research}])
+    plan = plans.plan_approve(actor=builder, plan=plan)
+    gateway = scripted(monkeypatch, default="Final Answer: done")
+
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, plan=plan)
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert "crew_plan" not in gateway.purposes()
+    assert run.plan_version == plan.version == 2
+    assert plan_in_prompt(task_requests(gateway, research)[0]) == [
+        third["text"], "Read the brief about tides twice", "Ask what a spring tide is",
+    ]
+    assert second["text"] not in str(task_requests(gateway, research)[0].messages)
+    assert plan_in_prompt(task_requests(gateway, report)[0]) == [s["text"] for s in steps[report.pk]]
+    assert "crew_plan.started" not in event_types(run)
+
+
+def test_a_stale_version_is_a_conflict_and_saves_nothing(builder):
+    crew = make_crew(builder)
+    research = crew.tasks.order_by("order").first()
+    plan = drafted_plan(builder, crew)
+    plan = plans.plan_update(actor=builder, plan=plan, expected_version=1,
+                             tasks=[{"task_id": research.pk, "steps": [{"text": "First edit"}]}])
+
+    with pytest.raises(Conflict) as caught:
+        plans.plan_update(actor=builder, plan=plan, expected_version=1,
+                          tasks=[{"task_id": research.pk, "steps": [{"text": "Lost edit"}]}])
+
+    assert caught.value.code == "stale_version"
+    plan.refresh_from_db()
+    assert plan.version == 2 and PlanVersion.objects.filter(plan=plan).count() == 2
+    assert [s.text for s in plans.current_steps(plan)[research.pk]] == ["First edit"]
+
+
+def test_regenerating_a_task_keeps_its_pinned_steps_in_place(builder, monkeypatch):
+    crew = make_crew(builder)
+    research = crew.tasks.order_by("order").first()
+    plan = drafted_plan(builder, crew)
+    old = body_of(plan)[research.pk]
+    pinned = {**old[1], "pinned": True}
+    plan = plans.plan_update(actor=builder, plan=plan, expected_version=plan.version,
+                             tasks=[{"task_id": research.pk, "steps": [old[0], pinned, old[2]]}])
+    LLM.objects.filter(is_default=True).update(supports_tools=False)
+    gateway = scripted(monkeypatch, [
+        '{"plans": [{"task_number": 1, "steps": ["Fresh one", "Fresh two", "Fresh three"]}]}',
+    ])
+
+    runner.regenerate_plan(plan.pk, research.pk, "shorter please", builder.pk)
+
+    plan.refresh_from_db()
+    now = plans.current_steps(plan)[research.pk]
+    assert [(s.text, s.pinned) for s in now] == [
+        ("Fresh one", False), (pinned["text"], True), ("Fresh two", False), ("Fresh three", False),
+    ]
+    assert now[1].uid == pinned["id"]
+    prompt = gateway.requests[0].messages[0]["content"]
+    assert pinned["text"] in prompt and "shorter please" in prompt
+    assert gateway.purposes() == ["crew_plan"]
+
+
+def test_drafting_a_plan_twice_adds_no_version(builder):
+    crew = make_crew(builder)
+    plan = drafted_plan(builder, crew)
+    plan = plans.plan_approve(actor=builder, plan=plan)
+
+    runner.generate_plan(plan.pk)  # a second delivery of the background task
+
+    plan.refresh_from_db()
+    assert (plan.status, plan.version, plan.approved_version) == (Plan.Status.APPROVED, 1, 1)
+
+
+# People ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_review_plan_waits_for_approval_then_runs_the_approved_plan(builder, monkeypatch):
+    crew = make_crew(builder, planning=True, review_plan=True)
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    worker = Background(lambda: runner.execute(run.pk))
+
+    waiting = wait_for_status(run, Run.Status.AWAITING_APPROVAL)
+    assert waiting.planning_plan is not None and waiting.planning_plan.status == Plan.Status.DRAFT
+    assert "task.started" not in event_types(run)
+    runs.run_approve_plan(actor=builder, run=waiting, edit={
+        "tasks": [{"task_id": crew.tasks.order_by("order")[0].pk, "steps": [{"text": "Only this"}]}],
+    })
+    worker.join()
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    types = event_types(run)
+    assert types.index("run.awaiting_approval") < types.index("crew_plan.approved") < types.index("task.started")
+    assert run.plan_version == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_human_input_waits_for_feedback_and_an_empty_answer_accepts(builder, monkeypatch):
+    crew = make_crew(builder, tasks=["Research"], task_fields={"Research": {"human_input": True}})
+    gateway = scripted(monkeypatch, default="Final Answer: the tides report")
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    worker = Background(lambda: runner.execute(run.pk))
+
+    waiting = wait_for_status(run, Run.Status.AWAITING_INPUT)
+    assert FeedbackRequest.objects.get(run=run).answer == "the tides report"
+    runs.run_feedback(actor=builder, run=waiting, text="")
+    worker.join()
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.output == "the tides report"
+    assert gateway.calls == 1  # accepted as it was: no second pass
+    received = RunEvent.objects.get(run=run, type="feedback.received")
+    assert received.data == {"text": ""}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_denied_tool_call_reaches_the_agent_as_its_observation(builder, monkeypatch):
+    agent = make_agent(builder, tools=["calculator"], tool_options={"calculator": {"needs_approval": True}})
+    crew = make_crew(builder, tasks=["Research"], agent=agent)
+    gateway = scripted(monkeypatch, [
+        tool_call_response("calculator", {"expression": "6 * 7"}),
+        "Final Answer: I did it by hand",
+    ])
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    worker = Background(lambda: runner.execute(run.pk))
+
+    approval = wait_for(lambda: ToolApproval.objects.filter(run=run, status="pending").first(), what="an approval")
+    assert (approval.tool, approval.args) == ("calculator", {"expression": "6 * 7"})
+    assert Run.objects.get(pk=run.pk).status == Run.Status.AWAITING_INPUT
+    runs.run_decide_approval(actor=builder, run=run, approval_id=approval.approval_id, approve=False,
+                             note="not with that number")
+    worker.join()
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.output == "I did it by hand"
+    observation = str(gateway.requests[1].messages[-1]["content"])
+    assert "denied the use of 'calculator'" in observation and "not with that number" in observation
+    assert "tool.started" not in event_types(run)
+    assert RunEvent.objects.get(run=run, type="approval.resolved").data["approve"] is False
+
+
+# Limits and stopping -----------------------------------------------------------------------------
+
+
+def test_the_token_budget_stops_the_run_as_failed(demo_crew, builder):
+    demo_crew.budget_max_tokens = 50
+    demo_crew.save()
+    run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"})
+
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "budget" in run.error
+    types = event_types(run)
+    assert types[-2:] == ["budget.exceeded", "run.failed"]
+    assert types.count("llm.started") == 1  # the plan's call spent it; no further call went out
+    exceeded = RunEvent.objects.get(run=run, type="budget.exceeded").data
+    assert exceeded["limit"] == "max_tokens" and exceeded["used"] > 50
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stopping_a_run_aborts_the_llm_call_in_flight_and_sends_no_more(builder):
+    with FakeLLMServer() as server:
+        server.default = Reply.text("Final Answer: too late").after(30)
+        crew = make_crew(builder, llm=fake_llm(server))
+        run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+        started = time.monotonic()
+        worker = Background(lambda: runner.execute(run.pk))
+        wait_for(lambda: server.request_count == 1, what="the first LLM request")
+
+        runs.run_cancel(actor=builder, run=run)
+        worker.join(timeout=10)
+
+        assert time.monotonic() - started < 10
+        run.refresh_from_db()
+        assert run.status == Run.Status.CANCELLED and run.finished_at is not None
+        types = event_types(run)
+        assert types[-2:] == ["run.cancelling", "run.cancelled"]
+        assert types.count("llm.started") == 1 and "llm.completed" not in types
+        assert server.request_count == 1
+        assert server.requests[0].authorization == "Bearer sk-test-123456"
+
+
+# Who may see what --------------------------------------------------------------------------------
+
+
+def test_another_builder_can_neither_read_nor_stop_a_run(builder, other_builder, viewer, monkeypatch):
+    crew = make_crew(builder)
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"})
+
+    for action in (lambda: selectors.run_get(user=other_builder, run_id=run.pk),
+                   lambda: selectors.run_get(user=other_builder, run_id=run.pk, for_write=True),
+                   lambda: selectors.run_get(user=viewer, run_id=run.pk)):
+        with pytest.raises(NotFound):
+            action()
+    assert list(selectors.run_list(user=other_builder)) == []
+    assert list(selectors.run_list(user=builder)) == [run]
+    crew.shared = True
+    crew.save()
+    assert selectors.run_get(user=viewer, run_id=run.pk) == run  # a shared crew's runs are readable
+    with pytest.raises(Forbidden):
+        selectors.run_get(user=viewer, run_id=run.pk, for_write=True)
+    with pytest.raises(NotFound):
+        selectors.run_get(user=other_builder, run_id=run.pk, for_write=True)
+    assert selectors.run_get(user=builder, run_id=run.pk, for_write=True) == run
+
+
+def test_an_agents_own_runs_follow_the_agents_visibility(builder, other_builder, admin_user):
+    agent = make_agent(builder, name="Solo")
+    run = runs.run_kickoff_agent(actor=builder, agent=agent, message="Plan a day in Lisbon")
+
+    assert list(selectors.run_list(user=builder)) == [run]
+    assert list(selectors.run_list(user=admin_user)) == [run]
+    assert list(selectors.run_list(user=other_builder)) == []
+    assert selectors.run_get(user=admin_user, run_id=run.pk, for_write=True) == run
