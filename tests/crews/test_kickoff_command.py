@@ -50,7 +50,8 @@ def test_kickoff_runs_the_crew_showing_progress_and_prints_the_output(demo_crew)
     assert out.strip() == run.output.strip() and run.output
     assert run.inputs["topic"] == "tides"
     assert "-> drafting the crew plan" in err
-    assert "-> task 1/2" in err and "-> task 2/2" in err
+    assert "-> task 1/2 Research (tides Senior Data Researcher)" in err
+    assert "-> task 2/2 Report (tides Reporting Analyst)" in err
     assert f"Run {run.pk} succeeded: {run.prompt_tokens + run.completion_tokens:,} tokens" in err
     assert "$0.0000, 3 LLM calls" in err
 

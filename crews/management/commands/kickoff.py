@@ -23,6 +23,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.urls import NoReverseMatch, reverse
 
 from crews import plans, runner, runs, selectors
 from crews.models import Crew, Plan, Run, RunEvent
@@ -53,6 +54,13 @@ def _clip(value: Any, limit: int = _CLIP) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _page_of(run: Run) -> str:
+    try:
+        return reverse("crews:run-detail", args=[run.pk])
+    except NoReverseMatch:
+        return f"the page of run {run.pk}"
+
+
 def _validation_message(exc: ValidationError) -> str:
     if hasattr(exc, "error_dict"):
         return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
@@ -62,9 +70,12 @@ def _validation_message(exc: ValidationError) -> str:
 class Progress:
     """Turns stored run events into progress lines, keeping the run's token and cost totals."""
 
-    def __init__(self, write: Callable[[str], None], *, task_count: int) -> None:
+    def __init__(self, write: Callable[[str], None], *, run: Run) -> None:
         self.write = write
-        self.task_count = task_count
+        tasks = run.snapshot.get("tasks", [])
+        self.task_count = len(tasks)
+        self.task_names = {t["id"]: t["name"] for t in tasks}
+        self.page = _page_of(run)
         self.tokens = 0
         self.cost = Decimal(0)
         self.calls = 0
@@ -83,7 +94,8 @@ class Progress:
             self.write(f"      llm {data.get('purpose')}: {tokens:,} tokens (run so far: {self.totals()})")
         elif kind == "task.started":
             number = data.get("number") or "?"
-            self.write(f"-> task {number}/{self.task_count}: {data.get('agent', '')}")
+            name = self.task_names.get(event.task_id, "")
+            self.write(f"-> task {number}/{self.task_count} {name} ({data.get('agent', '')})")
         elif kind == "task.completed":
             self.write(f"   task done: {_clip(data.get('output', ''), 100)}")
         elif kind == "task.failed":
@@ -105,10 +117,10 @@ class Progress:
         elif kind == "budget.exceeded":
             self.write(f"   budget exceeded: {data.get('limit')} used {data.get('used')}")
         elif kind == "run.awaiting_approval":
-            self.write(f"   waiting for someone to approve plan {data.get('plan_id')} on the run's page")
+            self.write(f"   waiting for someone to approve plan {data.get('plan_id')} at {self.page}")
         elif kind == "run.awaiting_input":
             what = "approve a tool call" if data.get("kind") == "approval" else "give feedback"
-            self.write(f"   waiting for someone to {what} on the run's page")
+            self.write(f"   waiting for someone to {what} at {self.page}")
         elif kind == "run.cancelling":
             self.write("   stopping…")
 
@@ -239,7 +251,7 @@ class Command(BaseCommand):
             finally:
                 finished.set()
 
-        shown = Progress(self.progress, task_count=len(run.snapshot.get("tasks", [])))
+        shown = Progress(self.progress, run=run)
         last = 0
         restore = self._install_signals()
         thread = threading.Thread(target=work, name=f"run-{run.pk}", daemon=True)
