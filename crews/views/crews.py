@@ -18,6 +18,7 @@ from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post, re
 from crews import selectors, services
 from crews.forms import CrewForm, TaskForm
 from crews.models import Crew
+from crews.views.plans import kickoff_context
 from planner_site.roles import can_build
 
 
@@ -68,6 +69,8 @@ def crew_detail(request: HtmxHttpRequest, crew_id: int) -> HttpResponse:
     template = "crews/crew_detail.html"
     if request.htmx:
         template += "#task-list"
+    else:
+        context.update(kickoff_context(request, crew))
     return render(request, template, context)
 
 

@@ -1,0 +1,169 @@
+"""The plan editor in a browser: draft a plan and watch it fill in, edit it in place, reorder it
+by drag and by keyboard, pin and regenerate, compare versions, approve and run."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Locator, Page, expect
+
+from tests.e2e.conftest import LiveServer, sign_in
+
+STATUS = "#plan-save-status"
+
+
+def draft_plan(page: Page) -> str:
+    """From the demo crew's page, Draft plan; wait until every task has its steps."""
+    sign_in(page)
+    page.get_by_role("link", name="AI LLMs").first.click()
+    kickoff = page.get_by_role("region", name="Run this crew")
+    expect(kickoff.get_by_label("{topic}")).to_have_value("AI LLMs")
+    kickoff.get_by_label("{topic}").fill("tide pools")
+    kickoff.get_by_role("button", name="Draft plan").click()
+    expect(page).to_have_url(re.compile(r"/plans/\d+/$"))
+    # The page polls while the planner drafts; the steps fill in without a reload.
+    for name in ("Research", "Report"):
+        expect(task(page, name).get_by_role("listitem").first).to_be_visible()
+    expect(page.get_by_role("button", name="Approve & run")).to_be_enabled()
+    return page.url
+
+
+def task(page: Page, name: str) -> Locator:
+    return page.get_by_role("region", name=re.compile(rf"^\d+\. {name}$"))
+
+
+def step_texts(section: Locator) -> list[str]:
+    return [t.strip() for t in section.locator(".step__text").all_inner_texts()]
+
+
+def test_draft_edit_add_delete_and_undo(page: Page) -> None:
+    draft_plan(page)
+    research = task(page, "Research")
+    first = step_texts(research)[0]
+    count = len(step_texts(research))
+
+    # Click the text to edit it in place; Enter saves.
+    research.locator(".step__text").first.click()
+    box = research.get_by_role("textbox", name="Text of step 1")
+    expect(box).to_be_focused()
+    box.fill("Find three recent field guides to tide pools")
+    box.press("Enter")
+    expect(page.locator(STATUS)).to_have_text("Saved: version 2.")
+    expect(research.locator(".step__text").first).to_have_text("Find three recent field guides to tide pools")
+    expect(research.get_by_role("link", name="Edit: step 1")).to_be_focused()
+
+    # Escape cancels an edit and keeps the saved text.
+    research.get_by_role("link", name="Edit: step 1").click()
+    research.get_by_role("textbox", name="Text of step 1").fill("Not this")
+    research.get_by_role("textbox", name="Text of step 1").press("Escape")
+    expect(research.locator(".step__text").first).to_have_text("Find three recent field guides to tide pools")
+
+    # An empty text is refused in place, and the field stays open.
+    research.get_by_role("link", name="Edit: step 1").click()
+    research.get_by_role("textbox", name="Text of step 1").fill("")
+    research.get_by_role("button", name="Save").click()
+    expect(research.get_by_role("alert")).to_contain_text("A step needs some text.")
+    research.get_by_role("textbox", name="Text of step 1").fill("Find three recent field guides to tide pools!")
+    research.get_by_role("textbox", name="Text of step 1").press("Enter")
+    expect(page.locator(STATUS)).to_have_text("Saved: version 3.")
+
+    # Add a step after step 1.
+    research.get_by_role("link", name="Add after: step 1").click()
+    new = research.get_by_role("textbox", name="Text of the new step after step 1")
+    expect(new).to_be_focused()
+    new.fill("Check the tide table for low tide times")
+    new.press("Enter")
+    expect(research.locator(".step__text")).to_have_count(count + 1)
+    assert step_texts(research)[1] == "Check the tide table for low tide times"
+
+    # Delete it, then Undo brings it back in its place.
+    research.get_by_role("button", name="Delete: step 2").click()
+    expect(research.locator(".step__text")).to_have_count(count)
+    undo = research.get_by_role("button", name="Undo")
+    expect(undo).to_be_focused()
+    undo.click()
+    expect(research.locator(".step__text")).to_have_count(count + 1)
+    expect(research.locator(".step__text").nth(1)).to_have_text("Check the tide table for low tide times")
+    assert first != step_texts(research)[0]
+
+
+def test_reorder_by_keyboard_and_by_drag_then_pin_and_regenerate(page: Page) -> None:
+    draft_plan(page)
+    research = task(page, "Research")
+    before = step_texts(research)
+    assert len(before) >= 3
+
+    # Keyboard: focus Move down on step 1 and press Enter twice; focus follows the step.
+    research.get_by_role("button", name="Move down: step 1").focus()
+    page.keyboard.press("Enter")
+    expect(research.locator(".step__text").nth(1)).to_have_text(before[0])
+    expect(research.get_by_role("button", name="Move down: step 2")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(research.locator(".step__text").nth(2)).to_have_text(before[0])
+    assert step_texts(research)[:2] == [before[1], before[2]]
+
+    # Drag: the last step's handle onto the first step.
+    now = step_texts(research)
+    research.locator(".step__handle").last.drag_to(research.locator(".step").first)
+    expect(research.locator(".step__text").first).to_have_text(now[-1])
+    expect(page.locator(STATUS)).to_contain_text("New order saved")
+
+    # Pin the first step, then regenerate the task with a note: the pinned step stays.
+    pinned = step_texts(research)[0]
+    research.get_by_role("button", name="Pin: step 1").click()
+    expect(research.get_by_role("button", name="Unpin: step 1")).to_be_visible()
+    expect(research.locator(".step--pinned")).to_have_count(1)
+    research.get_by_text("Regenerate this task's unpinned steps").click()
+    research.get_by_label("Note to the planner (optional)").fill("Keep it short")
+    research.get_by_role("button", name="Regenerate steps").click()
+    expect(page.locator(STATUS)).to_contain_text("New steps for “Research”.")
+    expect(research.locator(".step__text").first).to_have_text(pinned)
+    expect(research.locator(".step--pinned")).to_have_count(1)
+
+
+def test_a_change_made_elsewhere_is_reported_and_the_typed_text_is_kept(page: Page, app_server: LiveServer) -> None:
+    url = draft_plan(page)
+    plan_id = int(re.search(r"/plans/(\d+)/", url).group(1))
+    research = task(page, "Research")
+    research.get_by_role("link", name="Edit: step 1").click()
+
+    # Someone else saves a new version meanwhile.
+    app_server.shell(
+        "from crews.models import Plan; from crews import plans; "
+        f"p = Plan.objects.get(pk={plan_id}); "
+        "plans.plan_restore(actor=None, plan=p, number=1)"
+    )
+    box = research.get_by_role("textbox", name="Text of step 1")
+    box.fill("My careful rewrite")
+    box.press("Enter")
+    expect(research.get_by_role("alert")).to_contain_text("This plan changed elsewhere")
+    expect(research.get_by_role("link", name="Reload the plan").first).to_be_visible()
+    expect(research.get_by_role("textbox", name="Text of step 1")).to_have_value("My careful rewrite")
+
+
+def test_see_the_version_diff_then_approve_and_run(page: Page) -> None:
+    draft_plan(page)
+    research = task(page, "Research")
+    research.get_by_role("link", name="Edit: step 1").click()
+    research.get_by_role("textbox", name="Text of step 1").fill("Survey the rock pools at low tide")
+    research.get_by_role("textbox", name="Text of step 1").press("Enter")
+    expect(page.locator(STATUS)).to_have_text("Saved: version 2.")
+    research.get_by_role("button", name="Move down: step 1").click()
+    expect(page.locator(STATUS)).to_contain_text("moved down")
+
+    versions = page.get_by_role("region", name="Versions")
+    expect(versions.get_by_role("listitem")).to_have_count(3)
+    versions.get_by_role("combobox", name="From version").select_option("1")
+    versions.get_by_role("combobox", name="To version").select_option("3")
+    versions.get_by_role("button", name="Compare").click()
+    diff = page.get_by_role("region", name="Changes from v1 to v3")
+    expect(diff).to_be_focused()
+    expect(diff).to_contain_text("1 changed")
+    expect(diff).to_contain_text("1 moved")
+    expect(diff.locator("ins")).to_contain_text("Survey the rock pools at low tide")
+
+    versions.get_by_role("link", name="Changes in version 2").click()
+    expect(page.get_by_role("region", name="Changes from v1 to v2")).to_contain_text("1 changed")
+
+    page.get_by_role("button", name="Approve & run").click()
+    expect(page).to_have_url(re.compile(r"/runs/\d+/$"))
