@@ -15,12 +15,15 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.template.loader import render_to_string
+from django.conf import settings
+from django.utils import translation
+from django.utils.translation.trans_real import parse_accept_lang_header
 
 from crews import selectors
 from crews.bridge import payload_of
 from crews.models import Run
 from crews.realtime import EventPayload, run_group
+from crews.run_view import RunView, render_event_html
 from planner_site.errors import NotFound
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -140,31 +143,47 @@ class RunEventsJsonConsumer(RunEventsConsumer):
 
 
 class RunEventsHtmlConsumer(RunEventsConsumer):
-    """``/ws/runs/<id>/?after=<seq>``: out-of-band HTML fragments for htmx's ws extension."""
+    """``/ws/runs/<id>/?after=<seq>``: out-of-band HTML fragments for htmx's ws extension.
+
+    The run page shows the run folded up to ``after``; this consumer keeps the same ``RunView``,
+    folds each event it sends into it and sends the event's log row plus every part of the page
+    it changed, rendered from the page's own partials (``crews.run_view.render_event_html``).
+    Fragments are rendered in the language the page was, with the viewer's controls.
+    """
+
+    view: RunView | None = None
+    can_write = False
+    language = settings.LANGUAGE_CODE
+
+    def configure(self, params: dict[str, list[str]]) -> None:
+        self.language = _language(self.scope)
 
     async def emit(self, event: EventPayload) -> None:
-        await self.send(text_data=render_event(event))
+        if self.view is None:  # the first message: the page has every event up to last_sent
+            self.view, self.can_write = await _page_view(self.scope["user"], self.run_id, self.last_sent)
+        with translation.override(self.language):
+            html = render_event_html(self.view, dict(event), can_write=self.can_write)
+        await self.send(text_data=html)
 
 
-# The status a run is in after each run.* event (most are named after it).
-_STATUS_AFTER = {"run.started": Run.Status.RUNNING, "run.resumed": Run.Status.QUEUED}
-_SUMMARY_FIELDS = ("output", "error", "message", "description", "text", "reason", "answer", "name")
+@database_sync_to_async
+def _page_view(user: Any, run_id: int, upto: int) -> tuple[RunView, bool]:
+    run = Run.objects.select_related("crew", "agent").get(pk=run_id)
+    return RunView.build(run, upto=upto), selectors.run_can_write(user=user, run=run)
 
 
-def render_event(event: EventPayload) -> str:
-    """The fragment for one event; the template escapes everything the event carries."""
-    status: Run.Status | None = None
-    if event["type"].startswith("run."):
-        name = event["type"].removeprefix("run.")
-        status = _STATUS_AFTER.get(event["type"]) or (Run.Status(name) if name in Run.Status.values else None)
-    data = event["data"] or {}
-    summary = next((str(data[k]) for k in _SUMMARY_FIELDS if isinstance(data.get(k), (str, int, float)) and data[k] != ""), "")
-    task_id = event["task_id"]
-    return render_to_string("crews/_run_event.html", {
-        "event": event,
-        "delta": event["seq"] is None,
-        "delta_target": f"delta-{task_id if task_id is not None else 'run'}",
-        "status": status,
-        "summary": summary,
-        "data_json": json.dumps(data, indent=2, sort_keys=True, default=str),
-    }).strip()
+def _language(scope: dict[str, Any]) -> str:
+    """The page's language: the language cookie, else the browser's Accept-Language."""
+    candidates = []
+    cookie = (scope.get("cookies") or {}).get(settings.LANGUAGE_COOKIE_NAME)
+    if cookie:
+        candidates.append(cookie)
+    headers = dict(scope.get("headers") or [])
+    accept = headers.get(b"accept-language", b"").decode("latin-1")
+    candidates += [code for code, _q in parse_accept_lang_header(accept) if code != "*"]
+    for code in candidates:
+        try:
+            return translation.get_supported_language_variant(code)
+        except LookupError:
+            continue
+    return settings.LANGUAGE_CODE

@@ -1,0 +1,157 @@
+// The live run page: exactly-once events, reconnection from the last event shown, the clock,
+// and Copy. The page works without this file (a reload shows everything so far); only the live
+// stream needs it.
+(function () {
+  "use strict";
+
+  document.documentElement.classList.add("js");
+
+  var page = document.getElementById("run-page");
+  if (!page) {
+    return;
+  }
+  var FINISHED = ["succeeded", "failed", "cancelled"];
+  // The websocket extension reconnects by itself only after these close codes.
+  var RETRIED = [1006, 1011, 1012, 1013];
+
+  function lastSeq() {
+    return parseInt(page.getAttribute("data-last-seq") || "0", 10) || 0;
+  }
+
+  function finished() {
+    var status = document.getElementById("run-status");
+    return !!status && FINISHED.indexOf(status.getAttribute("data-status")) >= 0;
+  }
+
+  // Every (re)connection asks for the events after the last one on the page: the server then
+  // replays only what is missing. The extension keeps the URL it first read, so it is
+  // rewritten here, where the extension creates each socket.
+  if (window.htmx) {
+    var create = window.htmx.createWebSocket;
+    window.htmx.createWebSocket = function (url) {
+      var target = new URL(url, window.location.href);
+      if (target.pathname.indexOf("/ws/runs/") === 0) {
+        target.searchParams.set("after", String(lastSeq()));
+      }
+      return create ? create(target.toString()) : new WebSocket(target.toString());
+    };
+  }
+
+  // A stored event's message carries its log row, <li id="event-N">. One already on the page
+  // (or older than the newest shown) is dropped whole, with every part it would re-render.
+  var counter = document.querySelector("[data-event-count]");
+  page.addEventListener("htmx:wsBeforeMessage", function (evt) {
+    var match = /id="event-(\d+)"/.exec(evt.detail.message);
+    if (!match) {
+      return; // streamed tokens: never stored, never repeated
+    }
+    var seq = parseInt(match[1], 10);
+    if (seq <= lastSeq() || document.getElementById("event-" + seq)) {
+      evt.preventDefault();
+      return;
+    }
+    page.setAttribute("data-last-seq", String(seq));
+    if (counter) {
+      counter.textContent = String((parseInt(counter.textContent, 10) || 0) + 1);
+    }
+  });
+
+  // Keep a stream scrolled to its newest tokens.
+  page.addEventListener("htmx:wsAfterMessage", function () {
+    var streams = page.querySelectorAll(".stream");
+    for (var i = 0; i < streams.length; i++) {
+      streams[i].scrollTop = streams[i].scrollHeight;
+    }
+  });
+
+  // Connection state, shown in words (#conn-status) and as a class on the page.
+  var conn = document.getElementById("conn-status");
+
+  function setConnection(state) {
+    page.classList.toggle("is-live", state === "live");
+    page.classList.toggle("is-reconnecting", state === "reconnecting");
+    if (conn) {
+      conn.textContent = state ? conn.getAttribute("data-" + state) || "" : "";
+    }
+  }
+
+  page.addEventListener("htmx:wsOpen", function () {
+    setConnection("live");
+  });
+
+  page.addEventListener("htmx:wsClose", function (evt) {
+    var code = evt.detail && evt.detail.event ? evt.detail.event.code : 1006;
+    if (code === 4401 || code === 4404) {
+      setConnection("gone"); // signed out, or the run is no longer visible: retrying cannot help
+      return;
+    }
+    if (finished()) {
+      setConnection("");
+      return;
+    }
+    setConnection("reconnecting");
+    if (RETRIED.indexOf(code) < 0 && evt.detail && evt.detail.socketWrapper) {
+      // A server going away cleanly (1001) or closing normally: try again as for a drop.
+      var wrapper = evt.detail.socketWrapper;
+      window.setTimeout(function () {
+        if (!finished()) {
+          wrapper.reconnect();
+        }
+      }, 1000 + Math.random() * 2000);
+    }
+  });
+
+  // The clock: the server renders the elapsed seconds; it ticks on while data-running is set.
+  function clockText(seconds) {
+    var s = Math.max(0, Math.floor(seconds));
+    var h = Math.floor(s / 3600);
+    var m = Math.floor((s % 3600) / 60);
+    var sec = s % 60;
+    var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    return h ? h + ":" + pad(m) + ":" + pad(sec) : m + ":" + pad(sec);
+  }
+
+  window.setInterval(function () {
+    var clock = document.getElementById("run-clock");
+    if (!clock || !clock.hasAttribute("data-running")) {
+      return;
+    }
+    if (!clock.runBase) { // a new element (each update replaces it): start from its value
+      clock.runBase = { at: Date.now(), seconds: parseFloat(clock.getAttribute("data-elapsed")) || 0 };
+    }
+    clock.textContent = clockText(clock.runBase.seconds + (Date.now() - clock.runBase.at) / 1000);
+  }, 1000);
+
+  // Copy the result's Markdown source.
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      return navigator.clipboard.writeText(text);
+    }
+    return new Promise(function (resolve, reject) {
+      var area = document.createElement("textarea");
+      area.value = text;
+      area.setAttribute("readonly", "");
+      area.style.position = "fixed";
+      area.style.opacity = "0";
+      document.body.appendChild(area);
+      area.select();
+      var ok = document.execCommand("copy");
+      document.body.removeChild(area);
+      (ok ? resolve : reject)();
+    });
+  }
+
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest ? evt.target.closest("[data-copy-from]") : null;
+    if (!button) {
+      return;
+    }
+    var source = document.getElementById(button.getAttribute("data-copy-from"));
+    var status = button.closest("section") ? button.closest("section").querySelector(".copy-status") : null;
+    copyText(source ? source.value : "").then(function () {
+      if (status) {
+        status.textContent = button.getAttribute("data-copied") || "";
+      }
+    });
+  });
+})();
