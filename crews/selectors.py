@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django.db.models import Prefetch, Q, QuerySet
@@ -166,3 +167,12 @@ def plan_versions(*, plan: Plan) -> QuerySet[PlanVersion]:
     steps = PlanStep.objects.select_related("task").order_by("task__order", "task_id", "order")
     return plan.versions.select_related("created_by").prefetch_related(
         Prefetch("steps", queryset=steps)).order_by("-number")
+
+
+def plan_as_of(*, plan: Plan, number: int) -> Plan:
+    """``plan`` as it read at version ``number``: a copy, never saved, whose ``version`` is it."""
+    if not plan.versions.filter(number=number).exists():
+        raise NotFound(_("This plan has no version %(n)s.") % {"n": number})
+    shown = copy.copy(plan)
+    shown.version = number
+    return shown
