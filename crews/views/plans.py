@@ -520,13 +520,20 @@ def plan_step_update(request: HtmxHttpRequest, plan_id: int, uid: int) -> HttpRe
     try:
         task_id, rows, index = _find_step(plan, uid)
         if text.strip() == rows[index]["text"]:
-            return _task_saved(request, plan, task_id, _("No changes."), anchor=f"step-{uid}")
-        rows[index]["text"] = text
-        plan = _save(request, plan, task_id, rows, "edited a step")
+            status_text = _("No changes.")
+        else:
+            rows[index]["text"] = text
+            plan = _save(request, plan, task_id, rows, "edited a step")
+            status_text = _("Saved: version %(n)s.") % {"n": plan.version}
     except EDIT_ERRORS as exc:
         return _step_form_error(request, plan, uid, text, exc)
-    return _task_saved(request, plan, task_id, _("Saved: version %(n)s.") % {"n": plan.version},
-                       anchor=f"step-{uid}")
+    if not request.htmx:
+        return _task_saved(request, plan, task_id, status_text, anchor=f"step-{uid}")
+    # Only this step's card is swapped, so another step opened meanwhile stays open.
+    context = _editor_context(request, plan, save_status=status_text)
+    context["section"] = section = _section(context, task_id)
+    context["step"] = _step(section, uid)
+    return render(request, f"{TEMPLATE}#step-update", context)
 
 
 def _step_form_error(request: HtmxHttpRequest, plan: Plan, uid: int, text: str, exc: Exception) -> HttpResponse:

@@ -212,7 +212,7 @@ def test_try_again_drafts_a_fresh_plan_with_the_same_inputs(client: Client, crew
 # Editing steps --------------------------------------------------------------------------------
 
 
-def test_editing_a_step_saves_a_new_version_and_answers_with_the_task_section(
+def test_editing_a_step_saves_a_new_version_and_answers_with_its_card(
     client: Client, crew: Crew, plan: Plan
 ) -> None:
     task = first_task(crew)
@@ -225,7 +225,7 @@ def test_editing_a_step_saves_a_new_version_and_answers_with_the_task_section(
 
     html = response.content.decode()
     assert response.status_code == 200
-    assert html.lstrip().startswith(f'<section class="plan-task card" id="plan-task-{task.pk}"')
+    assert html.lstrip().startswith(f'<li class="step" id="step-{step.uid}"')  # only its card
     assert "Read the tide tables" in html
     # Out of band: every form's version input, the head and the versions list follow the save.
     assert 'value="2" class="plan-version" hx-swap-oob="outerHTML:.plan-version"' in html

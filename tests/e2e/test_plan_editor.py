@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from tests.e2e.conftest import LiveServer, sign_in
 
@@ -85,6 +85,22 @@ def test_draft_edit_add_delete_and_undo(page: Page) -> None:
     expect(research.locator(".step__text")).to_have_count(count + 1)
     expect(research.locator(".step__text").nth(1)).to_have_text("Check the tide table for low tide times")
     assert first != step_texts(research)[0]
+
+    # Leaving the field saves too.
+    research.get_by_role("link", name="Edit: step 3").click()
+    research.get_by_role("textbox", name="Text of step 3").fill("Saved by clicking elsewhere")
+    page.get_by_role("heading", level=1).click()
+    expect(page.locator(STATUS)).to_have_text("Saved: version 7.")
+    expect(research.locator(".step__text").nth(2)).to_have_text("Saved by clicking elsewhere")
+
+    # Opening another step saves the one being edited, and both stay where they should.
+    research.get_by_role("link", name="Edit: step 1").click()
+    research.get_by_role("textbox", name="Text of step 1").fill("Saved when step 2 opens")
+    research.locator(".step").nth(1).locator(".step__text").click()
+    expect(research.get_by_role("textbox", name="Text of step 2")).to_be_focused()
+    expect(page.locator(STATUS)).to_have_text("Saved: version 8.")
+    expect(research.locator(".step__text").first).to_have_text("Saved when step 2 opens")
+    expect(research.get_by_role("textbox", name="Text of step 2")).to_be_visible()
 
 
 def test_reorder_by_keyboard_and_by_drag_then_pin_and_regenerate(page: Page) -> None:
@@ -167,3 +183,36 @@ def test_see_the_version_diff_then_approve_and_run(page: Page) -> None:
 
     page.get_by_role("button", name="Approve & run").click()
     expect(page).to_have_url(re.compile(r"/runs/\d+/$"))
+
+
+def test_the_editor_works_without_javascript(browser: Browser, app_server: LiveServer) -> None:
+    context = browser.new_context(base_url=app_server.url, java_script_enabled=False)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    try:
+        sign_in(page)
+        page.get_by_role("link", name="AI LLMs").first.click()
+        page.get_by_role("button", name="Draft plan").click()
+        expect(page).to_have_url(re.compile(r"/plans/\d+/$"))
+        # Without JavaScript a drafting page refreshes itself (<noscript> meta refresh).
+        research = task(page, "Research")
+        expect(research.locator(".step__text").first).to_be_visible()
+        second = step_texts(research)[1]
+
+        research.get_by_role("link", name="Edit: step 1").click()
+        research.get_by_role("textbox", name="Text of step 1").fill("Edited with a plain form")
+        research.get_by_role("button", name="Save").click()
+        expect(research.locator(".step__text").first).to_have_text("Edited with a plain form")
+
+        research.get_by_role("button", name="Move down: step 1").click()
+        expect(research.locator(".step__text").first).to_have_text(second)
+
+        research.get_by_role("button", name="Delete: step 1").click()
+        expect(research.locator(".step__text").first).not_to_have_text(second)
+        research.get_by_role("button", name="Undo").click()
+        expect(research.locator(".step__text").first).to_have_text(second)
+
+        page.get_by_role("link", name="Changes in version 4").click()
+        expect(page.get_by_role("region", name="Changes from v3 to v4")).to_contain_text("1 removed")
+    finally:
+        context.close()
