@@ -294,6 +294,8 @@ def test_adding_a_step_after_another_puts_it_right_there(client: Client, crew: C
 
     form = client.get(url("plan-step-create", plan.pk, task.pk), {"after": before[0].uid}, **HX).content.decode()
     assert f'id="step-{before[0].uid}-new"' in form and 'name="after"' in form
+    page = client.get(url("plan-step-create", plan.pk, task.pk), {"after": before[0].uid}).content.decode()
+    assert "<html" in page and f'id="step-{before[0].uid}-new"' in page  # the no-JS way: the page with it open
 
     response = client.post(url("plan-step-create", plan.pk, task.pk),
                            {"text": "Check the moon phase", "after": before[0].uid, "version": 1}, **HX)
