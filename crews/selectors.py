@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.utils.translation import gettext as _
 
 from crews.engine.interpolate import find_placeholders
@@ -176,3 +177,35 @@ def plan_as_of(*, plan: Plan, number: int) -> Plan:
     shown = copy.copy(plan)
     shown.version = number
     return shown
+
+
+# Plan editor and kickoff panel -------------------------------------------------------------------
+
+
+def plan_list(*, crew: Crew, limit: int = 5) -> list[Plan]:
+    """The crew's newest plans, for the kickoff panel (the caller has checked the crew)."""
+    return list(crew.plans.select_related("created_by", "llm").order_by("-created_at", "-id")[:limit])
+
+
+def plan_usage_totals(*, crew: Crew) -> dict[str, Any]:
+    """What drafting the crew's plans has used so far: how many plans, tokens and US dollars."""
+    totals = crew.plans.aggregate(
+        plans=Count("id"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost_usd"),
+    )
+    return {
+        "plans": totals["plans"],
+        "tokens": (totals["prompt"] or 0) + (totals["completion"] or 0),
+        "cost_usd": totals["cost"] or Decimal(0),
+    }
+
+
+def plan_version_history(*, plan: Plan) -> QuerySet[PlanVersion]:
+    """The plan's versions, newest first, with who saved each (without their steps)."""
+    return plan.versions.select_related("created_by").order_by("-number")
+
+
+def plan_waiting_run(*, plan: Plan) -> Run | None:
+    """The run that drafted ``plan`` for itself and now waits for someone to approve it."""
+    return (
+        Run.objects.filter(planning_plan=plan, status=Run.Status.AWAITING_APPROVAL).order_by("-created_at").first()
+    )
