@@ -160,10 +160,11 @@ def test_the_page_of_a_run_with_2000_events_renders_fast_in_few_queries(builder,
     with django_assert_max_num_queries(15):
         response = client.get(detail(run))
     timings = []
-    for _ in range(3):
-        begin = time.perf_counter()
+    for _ in range(5):
+        # CPU time of this process (the view runs in it): other work on the machine does not count.
+        begin = time.process_time()
         client.get(detail(run))
-        timings.append(time.perf_counter() - begin)
+        timings.append(time.process_time() - begin)
 
     assert response.status_code == 200
     assert len(event_rows(response.content.decode())) == seq
