@@ -23,7 +23,7 @@ from crews import selectors
 from crews.bridge import payload_of
 from crews.models import Run
 from crews.realtime import EventPayload, run_group
-from crews.run_view import RunView, render_event_html
+from crews.run_view import RunView, crew_plan_steps, plan_key, render_event_html
 from planner_site.errors import NotFound
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -161,6 +161,10 @@ class RunEventsHtmlConsumer(RunEventsConsumer):
     async def emit(self, event: EventPayload) -> None:
         if self.view is None:  # the first message: the page has every event up to last_sent
             self.view, self.can_write = await _page_view(self.scope["user"], self.run_id, self.last_sent)
+        if event["type"] == "crew_plan.approved":  # the page lists the approved plan's steps
+            key = plan_key(event["data"] or {})
+            if key is not None and key not in self.view.plan_steps:
+                self.view.plan_steps[key] = await database_sync_to_async(crew_plan_steps)(*key)
         with translation.override(self.language):
             html = render_event_html(self.view, dict(event), can_write=self.can_write)
         await self.send(text_data=html)

@@ -31,7 +31,7 @@ from django.utils.translation import get_language, ngettext
 from django.utils.translation import gettext as _
 from markdown_it import MarkdownIt
 
-from crews.models import Run, RunEvent, RunTask
+from crews.models import PlanStep, Run, RunEvent, RunTask
 
 ACTIVE = {"queued", "planning", "awaiting_approval", "running", "awaiting_input", "cancelling"}
 FINISHED = {"succeeded", "failed", "cancelled"}
@@ -439,6 +439,7 @@ class TaskView:
     feedback: Feedback | None = None
     rerunnable: bool = False  # "Run again from this task" makes sense (earlier tasks are done)
     crew_plan: dict[str, Any] | None = None  # the run scope of a crew: the crew plan's state
+    crew_steps: list[str] = field(default_factory=list)  # this task's steps in the approved crew plan
 
     @property
     def tone(self) -> str:
@@ -581,6 +582,8 @@ class RunView:
         self._steps: dict[tuple[str, str], Step] = {}
         self._changes: list[Change] | None = None
         self._scope_shown = True
+        # Approved crew plans' steps by (plan id, version), loaded by whoever builds the view.
+        self.plan_steps: dict[tuple[int, int], dict[int, list[str]]] = {}
 
     # Building ---------------------------------------------------------------------------------
 
@@ -597,6 +600,9 @@ class RunView:
             started = set(RunEvent.objects.filter(run_id=run.pk, type="task.started")
                           .values_list("task_id", flat=True))
         view = cls(run, RunTask.objects.filter(run_id=run.pk).order_by("order"), started_task_ids=started)
+        approved = [plan_key(r[4]) for r in rows if r[1] == "crew_plan.approved"]
+        if approved and approved[-1] is not None:
+            view.plan_steps[approved[-1]] = crew_plan_steps(*approved[-1])
         for seq, type_, task_id, step_id, data, at in rows:
             view.fold(seq, type_, task_id, step_id or None, data or {}, at)
         view.finish_building()
@@ -869,6 +875,11 @@ class RunView:
 
     def on_crew_plan_approved(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
         self._crew_plan(status="approved", plan_id=data.get("plan_id"), version=data.get("version"))
+        steps = self.plan_steps.get(plan_key(data) or (0, 0), {})
+        for task in self.tasks:
+            if task.task_id is not None and task.crew_steps != steps.get(task.task_id, []):
+                task.crew_steps = steps.get(task.task_id, [])
+                self._emit(Change("task", {"task": task}))
         if self.waiting and self.waiting.get("kind") == "plan":
             self.waiting = None
             self._emit(Change("run-notice", {}))
@@ -1290,6 +1301,24 @@ _HANDLERS: dict[str, Any] = {
     "feedback.requested": RunView.on_feedback_requested,
     "feedback.received": RunView.on_feedback_received,
 }
+
+
+def plan_key(data: dict[str, Any]) -> tuple[int, int] | None:
+    """The (plan id, version) a crew_plan.approved event names."""
+    try:
+        return int(data["plan_id"]), int(data["version"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def crew_plan_steps(plan_id: int, version: int) -> dict[int, list[str]]:
+    """An approved crew plan version's step texts by task id (one query)."""
+    steps: dict[int, list[str]] = {}
+    rows = (PlanStep.objects.filter(version__plan_id=plan_id, version__number=version)
+            .order_by("task_id", "order").values_list("task_id", "text"))
+    for task_id, text in rows:
+        steps.setdefault(task_id, []).append(text)
+    return steps
 
 
 def delta_target(task_id: int | None, step_id: str | None) -> str:

@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from crews import runner, runs
 from crews.bridge import payload_of, record_event
@@ -625,3 +626,42 @@ def test_a_viewer_cannot_ask_an_agent(builder, viewer):
 
     assert page.status_code == 200 and "Ask this agent" not in page.content.decode()
     assert response.status_code == 403
+
+
+def test_each_task_lists_its_steps_from_the_approved_crew_plan(demo_crew, builder):
+    run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"}, enqueue=False)
+    runner.execute(run.pk)
+    view = RunView.build(run)
+
+    html = signed_in(builder).get(detail(run)).content.decode()
+
+    assert all(task.crew_steps for task in view.tasks)
+    assert "Steps from the crew plan" in html
+    assert all(escape(text) in html for text in view.tasks[0].crew_steps)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_socket_brings_the_approved_crew_plans_steps_into_the_tasks(demo_crew, builder):
+    from channels.db import database_sync_to_async
+    from channels.testing import WebsocketCommunicator
+
+    from planner_site.asgi import application
+    from tests.crews.test_consumers import session_headers
+
+    def setup() -> tuple[Run, int, list[str]]:
+        run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"}, enqueue=False)
+        runner.execute(run.pk)
+        approved = RunEvent.objects.get(run=run, type="crew_plan.approved").seq
+        return run, approved, RunView.build(run).tasks[0].crew_steps
+
+    run, approved, steps = await database_sync_to_async(setup)()
+    headers = await database_sync_to_async(session_headers)(builder)
+    communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/?after={approved - 1}", headers=headers)
+    connected, _ = await communicator.connect()
+    assert connected
+
+    message = await communicator.receive_from(timeout=3)
+
+    assert f'<li id="event-{approved}"' in message
+    assert "Steps from the crew plan" in message and escape(steps[0]) in message
+    await communicator.disconnect()
