@@ -93,6 +93,7 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
 
     A given plan must be approved and belong to this crew: it is then used verbatim. Without
     one, a crew with planning drafts its plan inside the run (and waits with ``review_plan``).
+    A re-run (``rerun_of``) of that plan follows the very version the earlier run followed.
     ``planning`` overrides the crew's setting for this run only: it is written into the
     snapshot, which is the crew as this run runs it. ``enqueue=False`` leaves the run for the
     caller to execute in the foreground (``manage.py kickoff``): no worker will pick it up.
@@ -103,13 +104,18 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
         snapshot["crew"]["planning"] = planning
     crew_check_runnable(crew=crew, snapshot=snapshot)
     clean = inputs_validate(crew=crew, inputs=inputs, texts=crew_texts(snapshot))
+    plan_version = None
     if plan is not None:
         if plan.crew_id != crew.pk:
             raise ValidationError({"plan_id": _("This plan belongs to another crew.")})
-        if plan.status != Plan.Status.APPROVED or plan.approved_version is None:
+        if rerun_of is not None and rerun_of.plan_id == plan.pk and rerun_of.plan_version:
+            plan_version = rerun_of.plan_version
+        elif plan.status != Plan.Status.APPROVED or plan.approved_version is None:
             raise ValidationError({"plan_id": _("Approve the plan before running it.")})
+        else:
+            plan_version = plan.approved_version
     run = Run.objects.create(
-        crew=crew, created_by=actor, plan=plan, plan_version=plan.approved_version if plan else None,
+        crew=crew, created_by=actor, plan=plan, plan_version=plan_version,
         inputs=clean, snapshot=snapshot, rerun_of=rerun_of,
         review_plan=crew.review_plan if review_plan is None else review_plan,
     )
@@ -229,6 +235,13 @@ def run_resume_after_person(*, run_id: int) -> None:
     _transition(run_id, S.RUNNING, None, allowed={S.AWAITING_INPUT})
 
 
+def _waits_for_a_person(run: Run) -> bool:
+    """A request left pending by a run that stopped, or whose worker died, has nobody to read
+    its answer. (``running``: the request is written just before the run starts waiting.)"""
+    status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).first()
+    return status in (S.AWAITING_INPUT, S.RUNNING)
+
+
 def run_feedback(*, actor: Any, run: Run, text: str) -> FeedbackRequest:
     """Answer the pending feedback request; an empty text accepts the agent's answer."""
     if not isinstance(text, str):
@@ -238,7 +251,7 @@ def run_feedback(*, actor: Any, run: Run, text: str) -> FeedbackRequest:
             FeedbackRequest.objects.select_for_update()
             .filter(run=run, status=FeedbackRequest.Status.PENDING).order_by("-id").first()
         )
-        if request is None:
+        if request is None or not _waits_for_a_person(run):
             raise Conflict(_("This run is not waiting for feedback."), code="not_waiting")
         request.text = text.strip()
         request.status = FeedbackRequest.Status.ANSWERED
@@ -255,6 +268,8 @@ def run_decide_approval(*, actor: Any, run: Run, approval_id: str, approve: bool
             raise NotFound(_("This run has no approval %(id)s.") % {"id": approval_id})
         if approval.status != ToolApproval.Status.PENDING:
             raise Conflict(_("This tool call was already decided."), code="already_decided")
+        if not _waits_for_a_person(run):
+            raise Conflict(_("This run is not waiting for a decision."), code="not_waiting")
         approval.status = ToolApproval.Status.APPROVED if approve else ToolApproval.Status.DENIED
         approval.note = (note or "").strip()
         approval.decided_by = actor
@@ -360,7 +375,9 @@ def run_rerun(*, actor: Any, run: Run, from_task_id: int | None = None) -> Run:
             if result.status != RunTask.Status.DONE:
                 raise ValidationError({"from_task_id": _("An earlier task did not finish; re-run from it instead.")})
             done[result.task_id_snapshot] = result
-    plan = run.plan if run.plan and run.plan.status == Plan.Status.APPROVED else None
+    # The same plan is the version the run followed, even if the plan was edited or superseded
+    # since: that version was approved when it ran, and versions never change.
+    plan = run.plan if run.plan_id and run.plan_version else None
     return run_kickoff(actor=actor, crew=run.crew, inputs=run.inputs, plan=plan, rerun_of=run, done=done)
 
 
