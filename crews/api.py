@@ -1,26 +1,49 @@
-"""REST operations of the crews app: crews and their tasks (plans and runs come later)."""
+"""REST operations of the crews app: crews and their tasks, plans, runs and their events."""
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: ninja reads the operations' annotations, and
+# through @paginate's wrapper a string annotation would be looked up in ninja's module.
 from typing import Any
 
-from django.http import HttpRequest
-from ninja import Router
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
+from ninja import Header, Query, Router
 from ninja.pagination import paginate
 from ninja.responses import Status
 
-from crews import selectors, services
+from agents.selectors import agent_get
+from crews import plans, runs, selectors, services
+from crews.bridge import payload_of
+from crews.models import Plan
 from crews.schemas import (
+    AgentKickoffIn,
+    ApprovalDecisionIn,
     CrewIn,
     CrewOut,
     CrewPatch,
+    EventPageOut,
+    FeedbackIn,
+    FeedbackRequestOut,
+    KickoffIn,
+    PlanDraftIn,
+    PlanEditIn,
+    PlanOut,
+    PlanRegenerateIn,
+    PlanVersionOut,
+    RerunIn,
+    RunApprovePlanIn,
+    RunEventsQuery,
+    RunFilters,
+    RunOut,
     TaskIn,
     TaskListOut,
     TaskOut,
     TaskPatch,
     TaskReorderIn,
+    ToolApprovalOut,
 )
-from planner_site.apiutils import LimitOffset, api_field_names
+from planner_site.apiutils import LimitOffset, api_field_names, version_from_if_match
+from planner_site.errors import NotFound
 from planner_site.schemas import errors
 
 router = Router(tags=["crews"])
@@ -128,3 +151,285 @@ def task_delete(request: HttpRequest, id: int) -> Any:
     task = selectors.task_get(user=request.user, task_id=id, for_write=True)
     services.task_delete(actor=request.user, task=task)
     return Status(204, None)
+
+
+# Plans -----------------------------------------------------------------------------------------
+
+IF_MATCH = Header(None, alias="If-Match", description='The version you edited: 3, "3" or W/"3".')
+
+
+def _with_etag(response: HttpResponse, plan: Plan) -> Plan:
+    """The version a client sends back in If-Match, as HTTP's own header too."""
+    response["ETag"] = f'"{plan.version}"'
+    return plan
+
+
+@router.post(
+    "/crews/{id}/plans",
+    response={202: PlanOut, **errors(404, 422, 429)},
+    tags=["plans"],
+    summary="Draft a plan for the crew",
+    description="Drafting runs in the background: the plan is generating until it is a draft "
+    "(or failed). A missing input is a 422 naming it (inputs.topic).",
+)
+def plan_draft(request: HttpRequest, id: int, payload: PlanDraftIn) -> Any:
+    crew = selectors.crew_get(user=request.user, crew_id=id, for_write=True)
+    return Status(202, plans.plan_draft(actor=request.user, crew=crew, inputs=payload.inputs))
+
+
+@router.get("/plans/{id}", response={200: PlanOut, **errors(404)}, tags=["plans"])
+def plan_get(request: HttpRequest, id: int, response: HttpResponse) -> Any:
+    return _with_etag(response, selectors.plan_get(user=request.user, plan_id=id))
+
+
+@router.put(
+    "/plans/{id}",
+    response={200: PlanOut, **errors(404, 409, 422)},
+    tags=["plans"],
+    summary="Save an edit as the next version",
+    description="Send the version you edited as If-Match: a stale one is a 409 and saves nothing. "
+    "Each task listed gets exactly the steps given (tasks left out keep theirs); a step keeps its "
+    "id, a step without one is new.",
+)
+def plan_update(
+    request: HttpRequest,
+    id: int,
+    payload: PlanEditIn,
+    response: HttpResponse,
+    if_match: str | None = IF_MATCH,
+) -> Any:
+    plan = selectors.plan_get(user=request.user, plan_id=id, for_write=True)
+    version = version_from_if_match(if_match)
+    plan = plans.plan_update(
+        actor=request.user, plan=plan, expected_version=version, **payload.service_fields()
+    )
+    return _with_etag(response, plan)
+
+
+@router.post(
+    "/plans/{id}/tasks/{task_id}/regenerate",
+    response={202: PlanOut, **errors(404, 409, 422)},
+    tags=["plans"],
+    summary="Redraft one task's unpinned steps",
+    description="Runs in the background; the task is in regenerating_task_ids until a new "
+    "version holds its steps. Pinned steps stay where they are.",
+)
+def plan_regenerate(
+    request: HttpRequest, id: int, task_id: int, payload: PlanRegenerateIn | None = None
+) -> Any:
+    plan = selectors.plan_get(user=request.user, plan_id=id, for_write=True)
+    task = selectors.task_get(user=request.user, task_id=task_id)
+    feedback = payload.feedback if payload is not None else ""
+    return Status(
+        202, plans.plan_regenerate(actor=request.user, plan=plan, task=task, feedback=feedback)
+    )
+
+
+@router.post(
+    "/plans/{id}/approve",
+    response={200: PlanOut, **errors(404, 409, 422)},
+    tags=["plans"],
+    summary="Approve the current version",
+    description="Approval binds to the current version (or to If-Match's, which must be it); the "
+    "crew's earlier approved plan is superseded.",
+)
+def plan_approve(
+    request: HttpRequest, id: int, response: HttpResponse, if_match: str | None = IF_MATCH
+) -> Any:
+    plan = selectors.plan_get(user=request.user, plan_id=id, for_write=True)
+    version = version_from_if_match(if_match)
+    return _with_etag(response, plans.plan_approve(actor=request.user, plan=plan, version=version))
+
+
+@router.get(
+    "/plans/{id}/versions",
+    response=list[PlanVersionOut],
+    tags=["plans"],
+    summary="List the plan's versions, newest first",
+)
+@paginate(LimitOffset)
+def plan_version_list(request: HttpRequest, id: int) -> Any:
+    return selectors.plan_versions(plan=selectors.plan_get(user=request.user, plan_id=id))
+
+
+@router.get(
+    "/plans/{id}/versions/{n}",
+    response={200: PlanOut, **errors(404)},
+    tags=["plans"],
+    summary="The plan as it read at version n",
+)
+def plan_version_get(request: HttpRequest, id: int, n: int) -> Any:
+    plan = selectors.plan_get(user=request.user, plan_id=id)
+    return selectors.plan_as_of(plan=plan, number=n)
+
+
+@router.post(
+    "/plans/{id}/versions/{n}/restore",
+    response={200: PlanOut, **errors(404, 409)},
+    tags=["plans"],
+    summary="Save version n's steps as the next version",
+)
+def plan_restore(request: HttpRequest, id: int, n: int, response: HttpResponse) -> Any:
+    plan = selectors.plan_get(user=request.user, plan_id=id, for_write=True)
+    return _with_etag(response, plans.plan_restore(actor=request.user, plan=plan, number=n))
+
+
+# Runs ------------------------------------------------------------------------------------------
+
+
+def _kickoff_plan(user: Any, plan_id: int | None) -> Plan | None:
+    # A plan id in the body is input: one the user cannot see is invalid, as a plan that is not
+    # approved or of another crew is (the service says so), never a 404 of the crew.
+    if plan_id is None:
+        return None
+    try:
+        return selectors.plan_get(user=user, plan_id=plan_id)
+    except NotFound:
+        raise ValidationError({"plan_id": _("No plan with id %(id)s.") % {"id": plan_id}}) from None
+
+
+@router.post(
+    "/crews/{id}/kickoff",
+    response={202: RunOut, **errors(404, 422, 429)},
+    tags=["runs"],
+    summary="Run the crew",
+    description="With plan_id the plan must be approved and belong to this crew: it is used "
+    "verbatim. Without it, a crew with planning drafts its plan inside the run. The run starts in "
+    "the background; follow it at /api/runs/{id}/events or the websocket.",
+)
+def crew_kickoff(request: HttpRequest, id: int, payload: KickoffIn) -> Any:
+    crew = selectors.crew_get(user=request.user, crew_id=id, for_write=True)
+    run = runs.run_kickoff(
+        actor=request.user,
+        crew=crew,
+        inputs=payload.inputs,
+        plan=_kickoff_plan(request.user, payload.plan_id),
+        review_plan=payload.review_plan,
+    )
+    return Status(202, run)
+
+
+@router.post(
+    "/agents/{id}/kickoff",
+    response={202: RunOut, **errors(404, 422, 429)},
+    tags=["runs"],
+    summary="Ask an agent alone",
+    description="A run of that agent with the message as its task (no crew), planning per the "
+    "agent's settings.",
+)
+def agent_kickoff(request: HttpRequest, id: int, payload: AgentKickoffIn) -> Any:
+    agent = agent_get(user=request.user, agent_id=id, for_write=True)
+    run = runs.run_kickoff_agent(actor=request.user, agent=agent, message=payload.message)
+    return Status(202, run)
+
+
+@router.get("/runs", response=list[RunOut], tags=["runs"], summary="List runs, newest first")
+@paginate(LimitOffset)
+def run_list(request: HttpRequest, filters: Query[RunFilters]) -> Any:
+    return selectors.run_list(
+        user=request.user, crew_id=filters.crew_id, status=filters.status
+    ).prefetch_related("task_results", "feedback_requests", "approvals")
+
+
+@router.get("/runs/{id}", response={200: RunOut, **errors(404)}, tags=["runs"])
+def run_get(request: HttpRequest, id: int) -> Any:
+    return selectors.run_get(user=request.user, run_id=id)
+
+
+@router.get(
+    "/runs/{id}/events",
+    response={200: EventPageOut, **errors(404)},
+    tags=["runs"],
+    summary="The run's events after a seq",
+    description="Oldest first, in the websocket's shape; seq starts at 1 and has no gaps. Ask again "
+    "with after=next_after for the rest.",
+)
+def run_events(request: HttpRequest, id: int, query: Query[RunEventsQuery]) -> Any:
+    run = selectors.run_get(user=request.user, run_id=id)
+    events = selectors.run_events(run=run, after=query.after, limit=query.limit)
+    return {
+        "items": [payload_of(event) for event in events],
+        "next_after": events[-1].seq if events else query.after,
+    }
+
+
+@router.post(
+    "/runs/{id}/cancel",
+    response={202: RunOut, **errors(404, 409)},
+    tags=["runs"],
+    summary="Stop the run",
+    description="Idempotent: the run is cancelling (or cancelled at once if it had not started); "
+    "409 once it has finished.",
+)
+def run_cancel(request: HttpRequest, id: int) -> Any:
+    run = selectors.run_get(user=request.user, run_id=id, for_write=True)
+    return Status(202, runs.run_cancel(actor=request.user, run=run))
+
+
+@router.post(
+    "/runs/{id}/approve-plan",
+    response={200: PlanOut, **errors(404, 409, 422)},
+    tags=["runs"],
+    summary="Approve the plan the run drafted (optionally edited first)",
+    description="For a run awaiting_approval; it continues with the approved version.",
+)
+def run_approve_plan(request: HttpRequest, id: int, payload: RunApprovePlanIn | None = None) -> Any:
+    run = selectors.run_get(user=request.user, run_id=id, for_write=True)
+    edit = payload.plan.service_fields() if payload is not None and payload.plan else None
+    return runs.run_approve_plan(actor=request.user, run=run, edit=edit)
+
+
+@router.post(
+    "/runs/{id}/feedback",
+    response={200: FeedbackRequestOut, **errors(404, 409, 422)},
+    tags=["runs"],
+    summary="Answer the run's feedback request",
+    description="For a run awaiting_input on a task's answer; an empty text accepts the answer.",
+)
+def run_feedback(request: HttpRequest, id: int, payload: FeedbackIn) -> Any:
+    run = selectors.run_get(user=request.user, run_id=id, for_write=True)
+    return runs.run_feedback(actor=request.user, run=run, text=payload.text)
+
+
+@router.post(
+    "/runs/{id}/approvals/{approval_id}",
+    response={200: ToolApprovalOut, **errors(404, 409, 422)},
+    tags=["runs"],
+    summary="Allow or refuse a tool call",
+)
+def run_decide_approval(
+    request: HttpRequest, id: int, approval_id: str, payload: ApprovalDecisionIn
+) -> Any:
+    run = selectors.run_get(user=request.user, run_id=id, for_write=True)
+    return runs.run_decide_approval(
+        actor=request.user,
+        run=run,
+        approval_id=approval_id,
+        approve=payload.approve,
+        note=payload.note,
+    )
+
+
+@router.post(
+    "/runs/{id}/rerun",
+    response={202: RunOut, **errors(404, 409, 422, 429)},
+    tags=["runs"],
+    summary="Run again with the same inputs and plan",
+    description="From a task: the earlier tasks' outputs are reused and the run starts there.",
+)
+def run_rerun(request: HttpRequest, id: int, payload: RerunIn | None = None) -> Any:
+    run = selectors.run_get(user=request.user, run_id=id, for_write=True)
+    from_task_id = payload.from_task_id if payload is not None else None
+    return Status(202, runs.run_rerun(actor=request.user, run=run, from_task_id=from_task_id))
+
+
+@router.post(
+    "/runs/{id}/resume",
+    response={202: RunOut, **errors(404, 409)},
+    tags=["runs"],
+    summary="Resume an interrupted run",
+    description="It continues from its first unfinished task; finished outputs are kept.",
+)
+def run_resume(request: HttpRequest, id: int) -> Any:
+    run = selectors.run_get(user=request.user, run_id=id, for_write=True)
+    return Status(202, runs.run_resume(actor=request.user, run=run))

@@ -1,4 +1,4 @@
-"""API schemas of the crews app: crews and their tasks.
+"""API schemas of the crews app: crews and their tasks, plans, runs and their events.
 
 ``XIn`` bodies create, ``XPatch`` bodies change only the fields they carry (fields that cannot be
 empty refuse null), ``XOut`` is what the API returns. Bodies refuse unknown fields.
@@ -14,7 +14,16 @@ from ninja import Field, Schema
 from pydantic import ConfigDict
 
 from crews import selectors
-from crews.models import Crew, Task
+from crews.models import (
+    Crew,
+    FeedbackRequest,
+    Plan,
+    PlanVersion,
+    Run,
+    RunTask,
+    Task,
+)
+from crews.plans import current_steps
 from planner_site.schemas import Id
 
 Process = Literal["sequential", "hierarchical"]
@@ -183,3 +192,346 @@ class CrewOut(Schema):
     @staticmethod
     def resolve_tasks(obj: Crew) -> list[Task]:
         return selectors.crew_tasks(crew=obj)
+
+
+# Plans -----------------------------------------------------------------------------------------
+
+PlanStatus = Literal["generating", "draft", "approved", "failed", "superseded"]
+
+
+def _money(value: Decimal) -> float:
+    """Money in JSON: a number, to the micro-dollar the database keeps."""
+    return round(float(value), 6)
+
+
+class UsageOut(Schema):
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float = Field(description="US dollars, as a number (6 decimals).")
+
+
+class PlanStepOut(Schema):
+    id: int = Field(description="The step's stable id: it keeps it across versions and edits.")
+    order: int = Field(description="0-based position within its task.")
+    text: str
+    pinned: bool = Field(description="Regenerating the task keeps this step where it is.")
+
+
+class PlanTaskOut(Schema):
+    task_id: int
+    task_number: int = Field(description="1-based position of the task in the crew.")
+    task_name: str
+    steps: list[PlanStepOut]
+
+
+class PlanOut(Schema):
+    id: int
+    crew_id: int
+    version: int = Field(description="The current version; send it back as If-Match to edit.")
+    status: PlanStatus
+    error: str | None = Field(description="Why drafting or the last regeneration failed.")
+    inputs: dict[str, Any]
+    llm_id: int | None = Field(description="The LLM that drafts it.")
+    usage: UsageOut = Field(description="Every drafting and regeneration of this plan.")
+    tasks: list[PlanTaskOut] = Field(
+        description="Every task of the crew in crew order, with this version's steps."
+    )
+    approved_version: int | None = Field(description="The version an approval is bound to.")
+    regenerating_task_ids: list[int] = Field(description="Tasks being redrafted right now.")
+    created_at: datetime
+    updated_at: datetime
+
+    @staticmethod
+    def resolve_error(obj: Plan) -> str | None:
+        return obj.error or None
+
+    @staticmethod
+    def resolve_usage(obj: Plan) -> dict[str, Any]:
+        return {
+            "prompt_tokens": obj.prompt_tokens,
+            "completion_tokens": obj.completion_tokens,
+            "cost_usd": _money(obj.cost_usd),
+        }
+
+    @staticmethod
+    def resolve_tasks(obj: Plan) -> list[dict[str, Any]]:
+        steps = current_steps(obj, obj.version) if obj.version else {}
+        return [
+            {
+                "task_id": task.pk,
+                "task_number": number,
+                "task_name": task.name,
+                "steps": [
+                    {"id": s.uid, "order": s.order, "text": s.text, "pinned": s.pinned}
+                    for s in steps.get(task.pk, [])
+                ],
+            }
+            for number, task in enumerate(selectors.crew_tasks(crew=obj.crew), start=1)
+        ]
+
+    @staticmethod
+    def resolve_regenerating_task_ids(obj: Plan) -> list[int]:
+        return list(obj.regenerating_task_ids or [])
+
+
+class PlanVersionOut(Schema):
+    number: int
+    note: str = Field(description='What made it: "drafted", "edited", "restored v2", ...')
+    created_by: str | None = Field(description="Username; null for the planner.")
+    created_at: datetime
+    step_count: int
+
+    @staticmethod
+    def resolve_created_by(obj: PlanVersion) -> str | None:
+        return obj.created_by.get_username() if obj.created_by else None
+
+    @staticmethod
+    def resolve_step_count(obj: PlanVersion) -> int:
+        return len(obj.steps.all())
+
+
+class PlanDraftIn(_Body):
+    inputs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Values for the crew's inputs; its defaults fill the rest.",
+    )
+
+
+class PlanStepIn(_Body):
+    id: Id | None = Field(None, description="A step of the current version; omit for a new step.")
+    text: str = Field(description="Not empty.")
+    pinned: bool = False
+    order: int | None = Field(None, description="Ignored: a step's place in the list is its order.")
+
+
+class PlanTaskIn(_Body):
+    task_id: Id
+    steps: list[PlanStepIn] = Field(description="The task's whole new list of steps, in order.")
+    task_number: int | None = Field(None, description="Ignored (read-only).")
+    task_name: str | None = Field(None, description="Ignored (read-only).")
+
+
+class PlanEditIn(_Body):
+    """A plan's ``tasks`` as GET returns them can be sent back as they are, read-only parts too."""
+
+    tasks: list[PlanTaskIn] = Field(description="Tasks left out keep their steps.")
+
+    def service_fields(self) -> dict[str, Any]:
+        return {
+            "tasks": [
+                {
+                    "task_id": task.task_id,
+                    "steps": [
+                        step.model_dump(include={"id", "text", "pinned"}) for step in task.steps
+                    ],
+                }
+                for task in self.tasks
+            ]
+        }
+
+
+class PlanRegenerateIn(_Body):
+    feedback: str = Field("", description="What the planner should do differently.")
+
+
+# Runs ------------------------------------------------------------------------------------------
+
+RunStatus = Literal[
+    "queued", "planning", "awaiting_approval", "running", "awaiting_input", "cancelling",
+    "succeeded", "failed", "cancelled", "interrupted",
+]  # fmt: skip
+
+
+class RunUsageOut(UsageOut):
+    llm_calls: int
+
+
+class RunTaskOut(Schema):
+    task_id: int = Field(description="The crew task (as it was at kickoff).")
+    name: str
+    agent: str = Field(description="The agent's name.")
+    status: Literal["waiting", "running", "done", "failed", "skipped"]
+    output: str | None
+    error: str | None
+    usage: RunUsageOut
+
+    @staticmethod
+    def resolve_task_id(obj: RunTask) -> int:
+        return obj.task_id_snapshot
+
+    @staticmethod
+    def resolve_agent(obj: RunTask) -> str:
+        return obj.agent_name
+
+    @staticmethod
+    def resolve_output(obj: RunTask) -> str | None:
+        return obj.output or None
+
+    @staticmethod
+    def resolve_error(obj: RunTask) -> str | None:
+        return obj.error or None
+
+    @staticmethod
+    def resolve_usage(obj: RunTask) -> dict[str, Any]:
+        return _run_usage(obj)
+
+
+def _run_usage(obj: Run | RunTask) -> dict[str, Any]:
+    return {
+        "prompt_tokens": obj.prompt_tokens,
+        "completion_tokens": obj.completion_tokens,
+        "cost_usd": _money(obj.cost_usd),
+        "llm_calls": obj.llm_calls,
+    }
+
+
+class FeedbackRequestOut(Schema):
+    id: int
+    task_id: int | None = Field(description="The task whose answer waits for your feedback.")
+    answer: str = Field(description="The agent's answer to review.")
+    status: Literal["pending", "answered"]
+    text: str = Field(description="The feedback given; empty accepted the answer.")
+    created_at: datetime
+    answered_at: datetime | None
+
+    @staticmethod
+    def resolve_task_id(obj: FeedbackRequest) -> int | None:
+        return int(obj.task_key) if obj.task_key.isdigit() else None
+
+
+class ToolApprovalOut(Schema):
+    approval_id: str = Field(description="Answer it at /api/runs/{id}/approvals/{approval_id}.")
+    tool: str
+    args: dict[str, Any]
+    status: Literal["pending", "approved", "denied"]
+    note: str
+    created_at: datetime
+    decided_at: datetime | None
+
+
+class RunPendingOut(Schema):
+    plan_id: int | None = Field(
+        description="The plan to approve with approve-plan, while awaiting_approval."
+    )
+    feedback: FeedbackRequestOut | None = Field(description="Answer it with /feedback.")
+    approvals: list[ToolApprovalOut] = Field(description="Tool calls waiting for a decision.")
+
+
+class RunOut(Schema):
+    id: int
+    crew_id: int | None
+    agent_id: int | None = Field(description="Set for an agent asked directly (no crew).")
+    plan_id: int | None
+    plan_version: int | None = Field(description="The plan version the run follows verbatim.")
+    status: RunStatus
+    inputs: dict[str, Any]
+    message: str | None = Field(description="What an agent asked directly was told to do.")
+    output: str | None
+    task_outputs: list[RunTaskOut] = Field(description="One per crew task, in order.")
+    error: str | None
+    usage: RunUsageOut
+    pending: RunPendingOut = Field(description="What the run waits for a person to answer.")
+    review_plan: bool
+    rerun_of_id: int | None
+    created_by: str
+    last_seq: int = Field(description="The newest event's seq.")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @staticmethod
+    def resolve_message(obj: Run) -> str | None:
+        return obj.message or None
+
+    @staticmethod
+    def resolve_output(obj: Run) -> str | None:
+        return obj.output or None
+
+    @staticmethod
+    def resolve_error(obj: Run) -> str | None:
+        return obj.error or None
+
+    @staticmethod
+    def resolve_task_outputs(obj: Run) -> list[RunTask]:
+        return sorted(obj.task_results.all(), key=lambda r: r.order)
+
+    @staticmethod
+    def resolve_usage(obj: Run) -> dict[str, Any]:
+        return _run_usage(obj)
+
+    @staticmethod
+    def resolve_pending(obj: Run) -> dict[str, Any]:
+        # Only what can be answered now: a stopped run's leftover requests have no reader.
+        answering = obj.status in (Run.Status.AWAITING_INPUT, Run.Status.RUNNING)
+        feedback = [f for f in obj.feedback_requests.all() if f.status == "pending"]
+        approvals = [a for a in obj.approvals.all() if a.status == "pending"]
+        return {
+            "plan_id": obj.planning_plan_id if obj.status == Run.Status.AWAITING_APPROVAL else None,
+            "feedback": max(feedback, key=lambda f: f.pk, default=None) if answering else None,
+            "approvals": approvals if answering else [],
+        }
+
+    @staticmethod
+    def resolve_created_by(obj: Run) -> str:
+        return obj.created_by.get_username()
+
+
+class KickoffIn(_Body):
+    inputs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Values for the crew's inputs; its defaults fill the rest.",
+    )
+    plan_id: Id | None = Field(
+        None, description="An approved plan of this crew, used verbatim (no planner call)."
+    )
+    review_plan: bool | None = Field(
+        None,
+        description="Wait for approval of a plan drafted in the run; null: the crew's setting.",
+    )
+
+
+class AgentKickoffIn(_Body):
+    message: str = Field(description="What the agent should do.")
+
+
+class EventOut(Schema):
+    seq: int = Field(description="From 1, without gaps.")
+    type: str = Field(description="Dotted, e.g. task.completed (API.md lists them).")
+    at: str = Field(description="ISO 8601 UTC.")
+    task_id: int | None
+    step_id: str | None
+    data: dict[str, Any]
+
+
+class RunFilters(Schema):
+    crew_id: Id | None = Field(None, description="Only this crew's runs.")
+    status: RunStatus | None = None
+
+
+class RunEventsQuery(Schema):
+    after: int = Field(0, ge=0, le=2**31, description="Only events with a larger seq.")
+    limit: int = Field(500, ge=1, le=1000, description="At most this many events.")
+
+
+class EventPageOut(Schema):
+    items: list[EventOut]
+    next_after: int = Field(description="Pass it as ?after= to get the events that follow.")
+
+
+class RunApprovePlanIn(_Body):
+    plan: PlanEditIn | None = Field(None, description="An edit to save before approving.")
+
+
+class FeedbackIn(_Body):
+    text: str = Field("", description="Feedback on the answer; empty accepts it.")
+
+
+class ApprovalDecisionIn(_Body):
+    approve: bool
+    note: str = ""
+
+
+class RerunIn(_Body):
+    from_task_id: Id | None = Field(
+        None, description="Start at this task; earlier tasks' outputs are reused."
+    )

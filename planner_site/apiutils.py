@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
 from ninja import Field, Schema
 from ninja.pagination import LimitOffsetPagination
 
@@ -39,3 +40,21 @@ def api_field_names(names: Mapping[str, str]) -> Iterator[None]:
         raise ValidationError(
             {names.get(field, field): messages for field, messages in exc.error_dict.items()}
         ) from None
+
+
+def version_from_if_match(value: str | None) -> int | None:
+    """The version number in an ``If-Match`` header: ``3``, ``"3"`` or ``W/"3"``; None if absent.
+
+    Anything else (``*``, a list of tags, a word) is invalid input named after the header.
+    """
+    if value is None or not value.strip():
+        return None
+    tag = value.strip()
+    tag = tag.removeprefix("W/")
+    if len(tag) >= 2 and tag[0] == tag[-1] == '"':
+        tag = tag[1:-1]
+    if not tag.isascii() or not tag.isdigit() or len(tag) > 18:
+        raise ValidationError(
+            {"If-Match": [_("Send the version you edited, as a number: If-Match: 3.")]}
+        )
+    return int(tag)
