@@ -55,6 +55,9 @@ def markdown(text: str) -> SafeString:
         html, tags=_TAGS, attributes=_ATTRIBUTES, url_schemes={"http", "https", "mailto"},
         link_rel="nofollow noopener noreferrer",
     )
+    # Wide code and tables scroll: keyboard users must be able to reach them (attributes
+    # added after cleaning, to tags nh3 has just written without any).
+    clean = clean.replace("<pre>", '<pre tabindex="0">').replace("<table>", '<table tabindex="0">')
     return mark_safe(clean)  # noqa: S308 - nh3 has just removed everything unsafe
 
 
@@ -296,12 +299,13 @@ class ToolCall:
         short = f'<span class="entry__args">({escape(self.args_short)})</span>' if self.args_short else ""
         body = ""
         if self.args_text:
-            body += f'<p class="entry__label">{escape(words["arguments"])}</p><pre>{escape(self.args_text)}</pre>'
+            body += (f'<p class="entry__label">{escape(words["arguments"])}</p>'
+                     f'<pre tabindex="0">{escape(self.args_text)}</pre>')
         if self.status == "done":
-            body += f'<p class="entry__label">{escape(words["output"])}</p><pre>{escape(self.output)}</pre>'
+            body += f'<p class="entry__label">{escape(words["output"])}</p><pre tabindex="0">{escape(self.output)}</pre>'
         if self.error:
             body += (f'<p class="entry__label">{escape(words["error"])}</p>'
-                     f'<pre class="entry__error">{escape(self.error)}</pre>')
+                     f'<pre class="entry__error" tabindex="0">{escape(self.error)}</pre>')
         return (f'<details id="{self.dom_id}" class="entry entry--tool" data-status="{self.status}"{_oob(oob)}>'
                 f'<summary><span class="entry__mark" aria-hidden="true"></span>'
                 f'<span class="entry__what"><code>{escape(self.name)}</code>{short}</span>'
@@ -781,7 +785,21 @@ class RunView:
         self._set_status("running")
         self._emit(Change("run-stats", {}))
         if self.is_agent_run:
+            if self.scope.started:  # a resumed agent run starts its work over
+                self._reset_task(self.scope)
+                self.scope.status = "running"
+                self._emit(Change("task", {"task": self.scope}))
             self._task_status(self.scope, "running", started=True)
+
+    def _reset_task(self, task: TaskView) -> None:
+        task.plan, task.activity, task.approvals, task.feedback = [], [], [], None
+        task.output = task.error = ""
+        task.reused = False
+        for key in [k for k in self._steps if k[0] == task.key]:
+            del self._steps[key]
+        for key in [k for k in (*self._open_llm, *self._open_tools) if k[0] == task.key]:
+            self._open_llm.pop(key, None)
+            self._open_tools.pop(key, None)
 
     def on_run_planning(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
         self._set_status("planning")
@@ -907,11 +925,7 @@ class RunView:
     def on_task_started(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
         task = self.task_for(task_id)
         # A resumed run starts an interrupted task over: what it had done is replaced.
-        task.plan, task.activity, task.approvals, task.feedback = [], [], [], None
-        task.output = task.error = ""
-        task.reused = False
-        for key in [k for k in self._steps if k[0] == task.key]:
-            del self._steps[key]
+        self._reset_task(task)
         if data.get("agent"):
             task.agent = _text(data.get("agent"))
         task.status, task.started = "running", True

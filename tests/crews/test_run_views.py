@@ -375,7 +375,7 @@ def test_markdown_is_rendered_then_sanitised():
         "[ok](https://example.com) [bad](javascript:alert(1))\n\n| a | b |\n|---|---|\n| 1 | 2 |"
     )
 
-    assert "<h1>Title</h1>" in html and "<strong>bold</strong>" in html and "<table>" in html
+    assert "<h1>Title</h1>" in html and "<strong>bold</strong>" in html and '<table tabindex="0">' in html
     assert "<script" not in html and "<img" not in html and not re.search(r"<[^>]*onerror", html)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # shown as text, never run
     assert 'href="https://example.com"' in html and 'rel="nofollow noopener noreferrer"' in html
@@ -665,3 +665,26 @@ async def test_the_socket_brings_the_approved_crew_plans_steps_into_the_tasks(de
     assert f'<li id="event-{approved}"' in message
     assert "Steps from the crew plan" in message and escape(steps[0]) in message
     await communicator.disconnect()
+
+
+def test_a_resumed_run_starts_its_interrupted_task_over_and_its_clock_skips_the_pause(builder):
+    run = queued_run(builder)
+    started(run)
+    first = task_ids(run)[0]
+    steps = [{"step_id": f"{first}.s1", "number": 1, "description": "Old step"}]
+    record_event(run.pk, "task.started", {"task_id": str(first)}, task_id=first)
+    record_event(run.pk, "agent_plan.completed", {"attempt": 1, "ready": True, "steps": steps}, task_id=first)
+    record_event(run.pk, "step.started", steps[0], task_id=first, step_id=f"{first}.s1")
+    runs.run_finish(run_id=run.pk, status=Run.Status.INTERRUPTED)
+    interrupted = RunView.build(run)
+    RunEvent.objects.filter(run=run).update(at=timezone.now() - timedelta(hours=1))  # it sat for an hour
+    runs.run_resume(actor=builder, run=Run.objects.get(pk=run.pk))
+    runs.run_claim(run_id=run.pk, worker_id="again")
+    record_event(run.pk, "task.started", {"task_id": str(first)}, task_id=first)
+
+    view = RunView.build(run)
+
+    assert interrupted.status == "interrupted" and interrupted.tasks[0].status == "waiting"
+    assert not interrupted.clock_running and interrupted.tasks[0].steps[0].status == "running"
+    assert view.status == "running" and view.tasks[0].status == "running" and view.tasks[0].plan == []
+    assert view.elapsed_seconds is not None and view.elapsed_seconds < 60
