@@ -24,7 +24,7 @@ from agents.engine.specs import (
     TaskSpec,
     ToolRef,
 )
-from agents.engine.tools import ToolRegistry, match_tool_name
+from agents.engine.tools import default_registry, match_tool_name
 
 MAX_PARALLEL_STEPS = 4  # ours: upstream runs every ready step at once
 PLAN_TOOL_NAME = "create_plan"
@@ -482,7 +482,7 @@ class PlanAndAct:
         """Names, descriptions and argument schemas (ours: upstream sends names only)."""
         if not self.tools:
             return "No tools available"
-        registry = self.ctx.tools if self.ctx.tools is not None else ToolRegistry()
+        registry = self.ctx.tools if self.ctx.tools is not None else default_registry()
         return registry.describe(self.tools)
 
     def system_message(self) -> Message:

@@ -27,6 +27,7 @@ from agents.engine.tools import (
     ToolError,
     ToolInputError,
     ToolRegistry,
+    default_registry,
     match_tool_name,
     parse_tool_input,
 )
@@ -117,7 +118,7 @@ def _clean_answer(answer: str) -> str:
 
 
 def _registry(ctx: RunContext) -> ToolRegistry:
-    return ctx.tools if ctx.tools is not None else ToolRegistry()
+    return ctx.tools if ctx.tools is not None else default_registry()
 
 
 def _prompts(ctx: RunContext) -> PromptBook:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import difflib
+import functools
 import importlib
 import inspect
 import json
@@ -172,6 +173,15 @@ class ToolRegistry:
 
     def catalogue(self) -> list[dict[str, Any]]:
         return [tool.as_catalogue_entry() for tool in self._tools.values()]
+
+
+@functools.lru_cache(maxsize=1)
+def default_registry() -> ToolRegistry:
+    """The built-in catalogue with no network access, built once (its validators compile lazily).
+
+    Callers that pass no registry share it; the Django side passes its own, with the allow-list.
+    """
+    return ToolRegistry()
 
 
 # --- matching names and parsing arguments -------------------------------------------------------

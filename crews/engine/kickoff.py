@@ -12,7 +12,7 @@ from agents.engine.calls import BudgetExceeded
 from agents.engine.llm import LLMError
 from agents.engine.runtime import Cancelled, RunContext, Usage
 from agents.engine.specs import AgentSpec, TaskSpec, ToolRef
-from agents.engine.tools import Tool, ToolRegistry
+from agents.engine.tools import Tool, ToolRegistry, default_registry
 from crews.engine.specs import CrewSpec, CrewTaskSpec
 
 TaskStatus = Literal["done", "failed", "skipped"]
@@ -185,7 +185,7 @@ class _Manager:
         )
 
     def _tools(self, task: CrewTaskSpec) -> ToolRegistry:
-        base = self.ctx.tools if isinstance(self.ctx.tools, ToolRegistry) else ToolRegistry()
+        base = self.ctx.tools if isinstance(self.ctx.tools, ToolRegistry) else default_registry()
         names = list(self.coworkers)
         schema = {
             "type": "object",

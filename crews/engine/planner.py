@@ -12,7 +12,7 @@ from agents.engine.planning import extract_json_object
 from agents.engine.prompts import PromptBook
 from agents.engine.runtime import RunContext
 from agents.engine.specs import LLMSpec
-from agents.engine.tools import ToolRegistry
+from agents.engine.tools import ToolRegistry, default_registry
 from crews.engine.specs import CrewSpec, CrewTaskSpec
 
 SUBMIT_TOOL = "submit_crew_plan"
@@ -174,7 +174,7 @@ async def draft_crew_plan(
     the planner must not repeat. ``crew_plan.completed`` is the caller's: it knows the saved plan.
     """
     book = ctx.prompts or PromptBook()
-    tools = ctx.tools if isinstance(ctx.tools, ToolRegistry) else ToolRegistry()
+    tools = ctx.tools if isinstance(ctx.tools, ToolRegistry) else default_registry()
     wanted = set(only_tasks) if only_tasks is not None else None
     tasks = [t for t in crew.tasks if wanted is None or t.key in wanted]
     await ctx.emit("crew_plan.started", {"tasks": [t.number for t in tasks]})
