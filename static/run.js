@@ -56,11 +56,34 @@
     }
   });
 
-  // Keep a stream scrolled to its newest tokens.
+  // A part re-rendered by the socket may hold the focused control (Stop becomes Run again):
+  // focus then moves to the element with the same id, or to the first control of its part.
+  var focused = null;
+  page.addEventListener("htmx:wsBeforeMessage", function () {
+    var active = document.activeElement;
+    focused = active && active !== document.body && active.id ? active.id : null;
+  });
+
   page.addEventListener("htmx:wsAfterMessage", function () {
+    // Keep a stream scrolled to its newest tokens.
     var streams = page.querySelectorAll(".stream");
     for (var i = 0; i < streams.length; i++) {
       streams[i].scrollTop = streams[i].scrollHeight;
+    }
+    var id = focused;
+    focused = null;
+    if (!id || (document.activeElement && document.activeElement !== document.body)) {
+      return;
+    }
+    var target = document.getElementById(id);
+    if (!target && id === "run-stop") {
+      target = document.querySelector("#run-controls button") || document.getElementById("run-status");
+    }
+    if (target) {
+      if (!target.matches("a, button, input, textarea, select, [tabindex]")) {
+        target.setAttribute("tabindex", "-1");
+      }
+      target.focus();
     }
   });
 
