@@ -12,6 +12,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connections
+from django.utils.translation import gettext_noop
 
 from agents.bridge import agent_spec, llm_lookup, llm_spec
 from agents.engine.agent import AgentError, run_agent
@@ -121,14 +122,14 @@ async def _watch(run_id: int, token: CancelToken) -> None:
         since_beat += WATCH_SECONDS
 
 
-def _context(run: Run, token: CancelToken, budget: Budget) -> RunContext:
+def _context(run: Run, token: CancelToken, budget: Budget, max_rpm: int | None = None) -> RunContext:
     sink = RunEventSink(run.pk)
     emit = EventEmitter(sink=sink, clock=_clock)
     usage = Usage()
     caller = LLMCaller(
         gateway=RoutingGateway(), emit=emit, cancel=token, clock=_clock, usage=usage,
         limiters=_limiters, budget=budget,
-    )
+    ).with_rpm(f"run:{run.pk}", max_rpm)
     return RunContext(
         llm=caller, emit=emit, cancel=token, clock=_clock, human=DatabaseHuman(run.pk, token),
         prompts=prompt_book(), tools=registry(), usage=usage,
@@ -145,7 +146,7 @@ async def _execute(run_id: int, token: CancelToken) -> None:
             output = await _run_agent(ctx, run, default)
         else:
             spec = await db(crew_spec)(run.snapshot, default_llm=default)
-            ctx = await db(_context)(run, token, spec.budget)
+            ctx = await db(_context)(run, token, spec.budget, spec.max_rpm)
             output = await _run_crew(ctx, run, spec.interpolated(run.inputs))
     except Cancelled:
         status = Run.Status.INTERRUPTED if token.reason == SHUTDOWN else Run.Status.CANCELLED
@@ -157,7 +158,7 @@ async def _execute(run_id: int, token: CancelToken) -> None:
     except Exception:
         logger.exception("run %s failed unexpectedly", run_id)
         await db(runs.run_finish)(
-            run_id=run_id, status=Run.Status.FAILED, error="The run stopped because of an internal error."
+            run_id=run_id, status=Run.Status.FAILED, error=gettext_noop("The run stopped because of an internal error.")
         )
     else:
         await db(runs.run_finish)(run_id=run_id, status=Run.Status.SUCCEEDED, output=output)
@@ -199,7 +200,7 @@ async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> dict[str, l
     except CrewPlanError:
         if not spec.run_without_plan_on_failure:
             raise
-        await ctx.emit("crew_plan.warning", {"message": "Planning failed; the crew runs without a plan."})
+        await ctx.emit("crew_plan.warning", {"message": gettext_noop("Planning failed; the crew runs without a plan.")})
         await db(runs.run_set_running)(run_id=run.pk)
         return None
     usage = {
@@ -273,7 +274,7 @@ def generate_plan(plan_id: int) -> None:
         return
     except Exception:
         logger.exception("drafting plan %s failed unexpectedly", plan_id)
-        plans.plan_fail(plan_id=plan_id, error="Drafting stopped because of an internal error.")
+        plans.plan_fail(plan_id=plan_id, error=gettext_noop("Drafting stopped because of an internal error."))
         return
     finally:
         _release_connections()
@@ -292,7 +293,7 @@ def regenerate_plan(plan_id: int, task_id: int, feedback: str, actor_id: int | N
             keep={str(task_id): pinned},
         )
         texts = draft.steps.get(str(task_id))
-        error = "" if texts is not None else "The planner wrote no steps for this task; nothing changed."
+        error = "" if texts is not None else gettext_noop("The planner wrote no steps for this task; nothing changed.")
     except (CrewPlanError, LLMError, MissingInput, LookupError, BudgetExceeded) as exc:
         texts, error = None, str(exc)
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -76,6 +77,9 @@ async def run_agent(ctx: RunContext, agent: AgentSpec, task: TaskSpec) -> AgentR
     With ``task.human_input`` every answer is shown for feedback; non-empty feedback starts
     another pass on the same conversation, an empty reply accepts the answer.
     """
+    if agent.max_rpm and hasattr(ctx.llm, "with_rpm"):
+        # The agent's own requests-per-minute cap, on top of its LLM's and the crew's.
+        ctx = dataclasses.replace(ctx, llm=ctx.llm.with_rpm(f"agent:{agent.key}", agent.max_rpm))
     scope = BudgetScope(agent.budget, Usage(), "agent")
     timer = _ExecutionTimer(ctx.clock, agent.max_execution_time)
 

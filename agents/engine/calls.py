@@ -7,6 +7,7 @@ through ``LLMCaller.call`` so that limits and accounting hold everywhere alike.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,19 +112,18 @@ class LLMCaller:
     budget: Budget = field(default_factory=Budget)
     backoff_base: float = 0.5
     backoff_cap: float = 20.0
+    # Requests-per-minute limits besides the LLM's own: the crew's and the calling agent's
+    # ``max_rpm``, as (limiter key, rpm). Every call waits for a slot in each of them.
+    rpm_limits: tuple[tuple[str, int], ...] = ()
 
     def with_emitter(self, emit: EventEmitter) -> LLMCaller:
-        return LLMCaller(
-            gateway=self.gateway,
-            emit=emit,
-            cancel=self.cancel,
-            clock=self.clock,
-            usage=self.usage,
-            limiters=self.limiters,
-            budget=self.budget,
-            backoff_base=self.backoff_base,
-            backoff_cap=self.backoff_cap,
-        )
+        return dataclasses.replace(self, emit=emit)
+
+    def with_rpm(self, key: str, rpm: int | None) -> LLMCaller:
+        """This caller with one more requests-per-minute limit (``None`` adds nothing)."""
+        if not rpm:
+            return self
+        return dataclasses.replace(self, rpm_limits=(*self.rpm_limits, (key, rpm)))
 
     def scopes(self, extra: BudgetScope | None) -> list[BudgetScope]:
         found = [BudgetScope(self.budget, self.usage, "crew")]
@@ -151,11 +151,15 @@ class LLMCaller:
         """Send ``request`` once, retrying retryable errors up to ``llm.max_retries`` times."""
         llm = request.llm
         attempts = llm.max_retries + 1
-        limiter = self.limiters.get(llm.key, llm.rpm)
+        limiters = [
+            limiter
+            for key, rpm in ((llm.key, llm.rpm), *self.rpm_limits)
+            if (limiter := self.limiters.get(key, rpm)) is not None
+        ]
         for attempt in range(1, attempts + 1):
             self.cancel.raise_if_cancelled()
             await self.check(scope, next_input_tokens=estimate_tokens(request))
-            if limiter is not None:
+            for limiter in limiters:
                 await limiter.acquire(self.cancel)
             self.cancel.raise_if_cancelled()
             await self.emit("llm.started", {"model": llm.model, "purpose": request.purpose}, step_id=step_id)

@@ -300,3 +300,24 @@ async def test_a_streamed_call_with_a_callback_leaves_deltas_to_it() -> None:
     await caller.call(ask(stream=True), on_delta=on_delta)
     assert seen == ["streamed text"]
     assert "llm.delta" not in sink.types
+
+
+async def test_crew_and_agent_rpm_limits_apply_on_top_of_the_llm_limit() -> None:
+    from agents.engine.runtime import FakeClock as _Clock
+    from tests.agents.engine.helpers import make_agent, make_ctx, make_task
+
+    clock = _Clock()
+    ctx, gateway, _sink, _ = make_ctx(default="Final Answer: ok", clock=clock)
+    ctx.llm = ctx.llm.with_rpm("crew:1", 2)
+    from agents.engine.agent import run_agent
+
+    for _ in range(3):
+        await run_agent(ctx, make_agent(), make_task())
+    assert gateway.calls == 3
+    assert clock.slept == [60.0]  # the third call waited for the crew's window, only once
+
+    clock2 = _Clock()
+    ctx2, gateway2, _s, _ = make_ctx(default="Final Answer: ok", clock=clock2)
+    for _ in range(2):
+        await run_agent(ctx2, make_agent(max_rpm=1), make_task())
+    assert gateway2.calls == 2 and clock2.slept == [60.0]  # the agent's own max_rpm
