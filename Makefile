@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint unit e2e scaleout bench setup clean
+.PHONY: run test lint unit e2e scaleout bench setup clean messages compile-messages
 
 # Python >= 3.12 (Django 6): python3.13, python3.12, python3, or a pyenv-installed version.
 define find_python
@@ -63,6 +63,14 @@ test: lint unit e2e
 
 bench: setup
 	$(PY) bench/startup.py
+
+# Translations (locale/pt_BR). Only these two need gettext (apt-get install gettext): the compiled
+# .mo is committed, so installing and testing never do. The engines' messages stay English.
+messages: setup
+	$(PY) manage.py makemessages -l pt_BR --ignore=.venv --ignore=var --ignore=agents/engine --ignore=crews/engine --ignore=tests --ignore=bench
+
+compile-messages: setup
+	$(PY) manage.py compilemessages -l pt_BR --ignore=.venv --ignore=var
 
 clean:
 	rm -rf $(VENV) var test-results

@@ -52,8 +52,8 @@ class LLM(models.Model):
     )
     is_default = models.BooleanField(_("site default"), default=False)
     builtin = models.BooleanField(default=False, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
         ordering = ["name"]
@@ -117,6 +117,8 @@ class PromptTemplate(models.Model):
     title = models.CharField(_("title"), max_length=100)
 
     class Meta:
+        verbose_name = _("prompt template")
+        verbose_name_plural = _("prompt templates")
         ordering = ["key"]
 
     def __str__(self) -> str:
@@ -128,15 +130,20 @@ class PromptTemplate(models.Model):
 
 
 class PromptTemplateVersion(models.Model):
-    template = models.ForeignKey(PromptTemplate, on_delete=models.CASCADE, related_name="versions")
-    number = models.PositiveIntegerField()
-    text = models.TextField()
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    template = models.ForeignKey(
+        PromptTemplate, verbose_name=_("prompt template"), on_delete=models.CASCADE, related_name="versions"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    number = models.PositiveIntegerField(_("number"))
+    text = models.TextField(_("text"))
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("created by"),
+        null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     class Meta:
+        verbose_name = _("prompt version")
+        verbose_name_plural = _("prompt versions")
         ordering = ["template", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["template", "number"], name="unique_prompt_version")
@@ -151,7 +158,9 @@ class Agent(models.Model):
         REACT = "react", _("ReAct (think, act, observe)")
         PLAN_EXECUTE = "plan_execute", _("Plan, then execute")
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agents")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("owner"), on_delete=models.CASCADE, related_name="agents"
+    )
     name = models.CharField(_("name"), max_length=100)
     role = models.CharField(_("role"), max_length=300)
     goal = models.TextField(_("goal"))
@@ -162,7 +171,7 @@ class Agent(models.Model):
     )
     tools = models.JSONField(_("tools"), default=list, blank=True)
     # Per-tool options: {"http_get": {"needs_approval": true, "max_usage": 3, "result_as_answer": false}}
-    tool_options = models.JSONField(default=dict, blank=True)
+    tool_options = models.JSONField(_("tool options"), default=dict, blank=True)
     agent_type = models.CharField(
         _("agent type"), max_length=20, choices=AgentType.choices, default=AgentType.REACT
     )
@@ -185,10 +194,12 @@ class Agent(models.Model):
     budget_max_input_tokens = models.PositiveIntegerField(
         _("max input tokens"), null=True, blank=True, validators=[MinValueValidator(1)]
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("agent")
+        verbose_name_plural = _("agents")
         ordering = ["name", "id"]
         constraints = [
             models.UniqueConstraint(fields=["owner", "name"], name="unique_agent_name_per_owner")
@@ -219,7 +230,9 @@ class PlanningConfig(models.Model):
         MEDIUM = "medium", _("Medium: review steps, replan on failure")
         HIGH = "high", _("High: review, refine, replan, stop early")
 
-    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="planning_config")
+    agent = models.OneToOneField(
+        Agent, verbose_name=_("agent"), on_delete=models.CASCADE, related_name="planning_config"
+    )
     reasoning_effort = models.CharField(
         _("reasoning effort"), max_length=10, choices=Effort.choices, default=Effort.MEDIUM
     )
@@ -246,8 +259,12 @@ class PlanningConfig(models.Model):
     plan_prompt = models.TextField(_("plan prompt"), blank=True)
     refine_prompt = models.TextField(_("refine prompt"), blank=True)
 
+    class Meta:
+        verbose_name = _("planning config")
+        verbose_name_plural = _("planning configs")
+
     def __str__(self) -> str:
-        return f"planning for {self.agent}"
+        return _("planning for %(agent)s") % {"agent": self.agent}
 
     def clean(self) -> None:
         errors: dict[str, str] = {}

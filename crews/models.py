@@ -17,7 +17,9 @@ class Crew(models.Model):
         SEQUENTIAL = "sequential", _("Sequential: tasks in order")
         HIERARCHICAL = "hierarchical", _("Hierarchical: a manager delegates")
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="crews")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("owner"), on_delete=models.CASCADE, related_name="crews"
+    )
     name = models.CharField(_("name"), max_length=100)
     description = models.TextField(_("description"), blank=True)
     process = models.CharField(
@@ -54,10 +56,12 @@ class Crew(models.Model):
     shared = models.BooleanField(
         _("shared"), default=False, help_text=_("Everyone signed in can view it and its runs.")
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("crew")
+        verbose_name_plural = _("crews")
         ordering = ["name", "id"]
         constraints = [
             models.UniqueConstraint(fields=["owner", "name"], name="unique_crew_name_per_owner")
@@ -68,8 +72,10 @@ class Crew(models.Model):
 
 
 class Task(models.Model):
-    crew = models.ForeignKey(Crew, on_delete=models.CASCADE, related_name="tasks")
-    order = models.PositiveIntegerField(default=0)
+    crew = models.ForeignKey(
+        Crew, verbose_name=_("crew"), on_delete=models.CASCADE, related_name="tasks"
+    )
+    order = models.PositiveIntegerField(_("order"), default=0)
     name = models.CharField(_("name"), max_length=100)
     description = models.TextField(_("description"))
     expected_output = models.TextField(_("expected output"))
@@ -83,10 +89,12 @@ class Task(models.Model):
     )
     async_execution = models.BooleanField(_("run alongside the next tasks"), default=False)
     human_input = models.BooleanField(_("ask a person to review the answer"), default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("task")
+        verbose_name_plural = _("tasks")
         ordering = ["crew", "order", "id"]
 
     def __str__(self) -> str:
@@ -103,46 +111,68 @@ class Plan(models.Model):
         FAILED = "failed", _("Failed")
         SUPERSEDED = "superseded", _("Superseded")
 
-    crew = models.ForeignKey(Crew, on_delete=models.CASCADE, related_name="plans")
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.GENERATING)
-    version = models.PositiveIntegerField(default=0)  # the current version's number
-    approved_version = models.PositiveIntegerField(null=True, blank=True)
-    inputs = models.JSONField(default=dict, blank=True)
-    llm = models.ForeignKey(LLM, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
-    error = models.TextField(blank=True)
-    next_step_uid = models.PositiveIntegerField(default=1)  # step ids are stable across versions
-    regenerating_task_ids = models.JSONField(default=list, blank=True)  # tasks being re-drafted now
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    crew = models.ForeignKey(
+        Crew, verbose_name=_("crew"), on_delete=models.CASCADE, related_name="plans"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    status = models.CharField(
+        _("status"), max_length=20, choices=Status.choices, default=Status.GENERATING
+    )
+    version = models.PositiveIntegerField(_("version"), default=0)  # the current version's number
+    approved_version = models.PositiveIntegerField(_("approved version"), null=True, blank=True)
+    inputs = models.JSONField(_("inputs"), default=dict, blank=True)
+    llm = models.ForeignKey(
+        LLM, verbose_name=_("LLM"), null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), default=0)
+    completion_tokens = models.PositiveIntegerField(_("completion tokens"), default=0)
+    cost_usd = models.DecimalField(
+        _("cost (USD)"), max_digits=12, decimal_places=6, default=Decimal(0)
+    )
+    error = models.TextField(_("error"), blank=True)
+    next_step_uid = models.PositiveIntegerField(
+        _("next step id"), default=1
+    )  # step ids are stable across versions
+    regenerating_task_ids = models.JSONField(
+        _("tasks being regenerated"), default=list, blank=True
+    )  # tasks being re-drafted now
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("created by"),
+        null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("plan")
+        verbose_name_plural = _("plans")
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
-        return f"plan {self.pk} v{self.version} of {self.crew}"
+        return _("plan %(id)s v%(version)s of %(crew)s") % {"id": self.pk, "version": self.version, "crew": self.crew}
 
 
 class PlanVersion(models.Model):
-    plan = models.ForeignKey(Plan, on_delete=models.CASCADE, related_name="versions")
-    number = models.PositiveIntegerField()
-    note = models.CharField(max_length=200, blank=True)  # "drafted", "edited", "restored v2", ...
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    plan = models.ForeignKey(
+        Plan, verbose_name=_("plan"), on_delete=models.CASCADE, related_name="versions"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    number = models.PositiveIntegerField(_("number"))
+    note = models.CharField(
+        _("note"), max_length=200, blank=True
+    )  # "drafted", "edited", "restored v2", ...
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("created by"),
+        null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     class Meta:
+        verbose_name = _("plan version")
+        verbose_name_plural = _("plan versions")
         ordering = ["plan", "-number"]
         constraints = [models.UniqueConstraint(fields=["plan", "number"], name="unique_plan_version")]
 
     def __str__(self) -> str:
-        return f"plan {self.plan_id} v{self.number}"
+        return _("plan %(id)s v%(number)s") % {"id": self.plan_id, "number": self.number}
 
 
 class PlanStep(models.Model):
@@ -154,6 +184,8 @@ class PlanStep(models.Model):
     pinned = models.BooleanField(default=False)
 
     class Meta:
+        verbose_name = _("plan step")
+        verbose_name_plural = _("plan steps")
         ordering = ["version", "task__order", "task_id", "order"]
         constraints = [models.UniqueConstraint(fields=["version", "uid"], name="unique_step_per_version")]
 
@@ -177,41 +209,65 @@ class Run(models.Model):
     FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
     ACTIVE = (Status.PLANNING, Status.RUNNING, Status.AWAITING_APPROVAL, Status.AWAITING_INPUT, Status.CANCELLING)
 
-    crew = models.ForeignKey(Crew, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
-    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
-    plan = models.ForeignKey(Plan, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
-    plan_version = models.PositiveIntegerField(null=True, blank=True)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
-    inputs = models.JSONField(default=dict, blank=True)
-    message = models.TextField(blank=True)  # for an agent kicked off directly
-    snapshot = models.JSONField(default=dict, blank=True)  # the crew's definition at kickoff
-    review_plan = models.BooleanField(default=False)
-    output = models.TextField(blank=True)
-    error = models.TextField(blank=True)
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
-    llm_calls = models.PositiveIntegerField(default=0)
-    cancel_requested = models.BooleanField(default=False)
-    last_seq = models.PositiveIntegerField(default=0)  # the newest RunEvent's seq (gapless from 1)
-    planning_plan = models.ForeignKey(  # a plan this run drafted for itself
-        Plan, null=True, blank=True, on_delete=models.SET_NULL, related_name="drafted_by_runs"
+    crew = models.ForeignKey(
+        Crew, verbose_name=_("crew"), null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
     )
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    worker_id = models.CharField(max_length=100, blank=True)
-    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    start_from_task = models.PositiveIntegerField(null=True, blank=True)  # a Task id
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    agent = models.ForeignKey(
+        Agent, verbose_name=_("agent"), null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("created by"), on_delete=models.CASCADE, related_name="runs"
+    )
+    plan = models.ForeignKey(
+        Plan, verbose_name=_("plan"), null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    plan_version = models.PositiveIntegerField(_("plan version"), null=True, blank=True)
+    status = models.CharField(
+        _("status"), max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True
+    )
+    inputs = models.JSONField(_("inputs"), default=dict, blank=True)
+    message = models.TextField(_("message"), blank=True)  # for an agent kicked off directly
+    snapshot = models.JSONField(
+        _("snapshot"), default=dict, blank=True
+    )  # the crew's definition at kickoff
+    review_plan = models.BooleanField(_("review the plan"), default=False)
+    output = models.TextField(_("output"), blank=True)
+    error = models.TextField(_("error"), blank=True)
+    prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), default=0)
+    completion_tokens = models.PositiveIntegerField(_("completion tokens"), default=0)
+    cost_usd = models.DecimalField(
+        _("cost (USD)"), max_digits=12, decimal_places=6, default=Decimal(0)
+    )
+    llm_calls = models.PositiveIntegerField(_("LLM calls"), default=0)
+    cancel_requested = models.BooleanField(_("stop requested"), default=False)
+    last_seq = models.PositiveIntegerField(
+        _("last event"), default=0
+    )  # the newest RunEvent's seq (gapless from 1)
+    planning_plan = models.ForeignKey(  # a plan this run drafted for itself
+        Plan, verbose_name=_("plan drafted by the run"),
+        null=True, blank=True, on_delete=models.SET_NULL, related_name="drafted_by_runs"
+    )
+    heartbeat_at = models.DateTimeField(_("heartbeat at"), null=True, blank=True)
+    worker_id = models.CharField(_("worker"), max_length=100, blank=True)
+    rerun_of = models.ForeignKey(
+        "self", verbose_name=_("re-run of"),
+        null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    start_from_task = models.PositiveIntegerField(
+        _("start from task"), null=True, blank=True
+    )  # a Task id
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
 
     class Meta:
+        verbose_name = _("run")
+        verbose_name_plural = _("runs")
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["crew", "-created_at"])]
 
     def __str__(self) -> str:
-        return f"run {self.pk} ({self.status})"
+        return _("run %(id)s (%(status)s)") % {"id": self.pk, "status": self.status}
 
 
 class RunTask(models.Model):
@@ -224,20 +280,28 @@ class RunTask(models.Model):
         FAILED = "failed", _("Failed")
         SKIPPED = "skipped", _("Skipped")
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="task_results")
-    task_id_snapshot = models.PositiveBigIntegerField()  # the Task id at kickoff
-    order = models.PositiveIntegerField()
-    name = models.CharField(max_length=100)
-    agent_name = models.CharField(max_length=100, blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
-    output = models.TextField(blank=True)
-    error = models.TextField(blank=True)
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
-    llm_calls = models.PositiveIntegerField(default=0)
+    run = models.ForeignKey(
+        Run, verbose_name=_("run"), on_delete=models.CASCADE, related_name="task_results"
+    )
+    task_id_snapshot = models.PositiveBigIntegerField(_("task id"))  # the Task id at kickoff
+    order = models.PositiveIntegerField(_("order"))
+    name = models.CharField(_("name"), max_length=100)
+    agent_name = models.CharField(_("agent name"), max_length=100, blank=True)
+    status = models.CharField(
+        _("status"), max_length=10, choices=Status.choices, default=Status.WAITING
+    )
+    output = models.TextField(_("output"), blank=True)
+    error = models.TextField(_("error"), blank=True)
+    prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), default=0)
+    completion_tokens = models.PositiveIntegerField(_("completion tokens"), default=0)
+    cost_usd = models.DecimalField(
+        _("cost (USD)"), max_digits=12, decimal_places=6, default=Decimal(0)
+    )
+    llm_calls = models.PositiveIntegerField(_("LLM calls"), default=0)
 
     class Meta:
+        verbose_name = _("task result")
+        verbose_name_plural = _("task results")
         ordering = ["run", "order"]
         constraints = [
             models.UniqueConstraint(fields=["run", "task_id_snapshot"], name="unique_task_per_run")
@@ -248,15 +312,19 @@ class RunTask(models.Model):
 
 
 class RunEvent(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
-    seq = models.PositiveIntegerField()  # gapless per run, from 1
-    type = models.CharField(max_length=50)
-    task_id = models.PositiveBigIntegerField(null=True, blank=True)
-    step_id = models.CharField(max_length=100, blank=True)
-    data = models.JSONField(default=dict, blank=True)
-    at = models.DateTimeField()
+    run = models.ForeignKey(
+        Run, verbose_name=_("run"), on_delete=models.CASCADE, related_name="events"
+    )
+    seq = models.PositiveIntegerField(_("sequence number"))  # gapless per run, from 1
+    type = models.CharField(_("type"), max_length=50)
+    task_id = models.PositiveBigIntegerField(_("task id"), null=True, blank=True)
+    step_id = models.CharField(_("step id"), max_length=100, blank=True)
+    data = models.JSONField(_("data"), default=dict, blank=True)
+    at = models.DateTimeField(_("at"))
 
     class Meta:
+        verbose_name = _("run event")
+        verbose_name_plural = _("run events")
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq")]
 
@@ -283,6 +351,8 @@ class ToolApproval(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("tool approval")
+        verbose_name_plural = _("tool approvals")
         constraints = [models.UniqueConstraint(fields=["run", "approval_id"], name="unique_approval")]
 
     def __str__(self) -> str:
@@ -308,7 +378,9 @@ class FeedbackRequest(models.Model):
     answered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = _("feedback request")
+        verbose_name_plural = _("feedback requests")
         ordering = ["run", "created_at", "id"]
 
     def __str__(self) -> str:
-        return f"feedback for {self.task_key} ({self.status})"
+        return _("feedback for %(task)s (%(status)s)") % {"task": self.task_key, "status": self.status}

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from agents.bridge import agent_snapshot
 from agents.models import Agent
@@ -331,12 +332,12 @@ def run_mark_stale_interrupted(*, stale_after: float | None = None) -> list[int]
             if run.status == S.CANCELLING:
                 run.status, run.finished_at = S.CANCELLED, timezone.now()
                 run.save(update_fields=["status", "finished_at"])
-                emit_now(run_id, "run.cancelled", {"reason": "worker stopped"})
+                emit_now(run_id, "run.cancelled", {"reason": gettext_noop("worker stopped")})
             else:
                 run.status = S.INTERRUPTED
                 run.save(update_fields=["status"])
                 RunTask.objects.filter(run=run, status=RunTask.Status.RUNNING).update(status=RunTask.Status.WAITING)
-                emit_now(run_id, "run.interrupted", {"reason": "the worker running it stopped"})
+                emit_now(run_id, "run.interrupted", {"reason": gettext_noop("the worker running it stopped")})
             marked.append(run_id)
     return marked
 

@@ -14,14 +14,20 @@ def hash_token(raw: str) -> str:
 
 
 class ApiToken(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.CASCADE, related_name="api_tokens"
+    )
     name = models.CharField(_("name"), max_length=100, blank=True)
-    prefix = models.CharField(max_length=12, editable=False)  # shown so people can tell tokens apart
+    prefix = models.CharField(
+        _("prefix"), max_length=12, editable=False
+    )  # shown so people can tell tokens apart
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    last_used_at = models.DateTimeField(_("last used at"), null=True, blank=True)
 
     class Meta:
+        verbose_name = _("API token")
+        verbose_name_plural = _("API tokens")
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -32,15 +38,20 @@ class AuditEvent(models.Model):
     """Who changed keys, models, prompts or roles, and who started or stopped runs."""
 
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, verbose_name=_("actor"),
+        null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    action = models.CharField(max_length=50)  # llm.key_changed, prompt.updated, run.started, ...
-    target_type = models.CharField(max_length=50)
-    target_id = models.CharField(max_length=50, blank=True)
-    data = models.JSONField(default=dict, blank=True)  # never a secret
-    at = models.DateTimeField(auto_now_add=True)
+    action = models.CharField(
+        _("action"), max_length=50
+    )  # llm.key_changed, prompt.updated, run.started, ...
+    target_type = models.CharField(_("target type"), max_length=50)
+    target_id = models.CharField(_("target id"), max_length=50, blank=True)
+    data = models.JSONField(_("data"), default=dict, blank=True)  # never a secret
+    at = models.DateTimeField(_("at"), auto_now_add=True)
 
     class Meta:
+        verbose_name = _("audit event")
+        verbose_name_plural = _("audit events")
         ordering = ["-at", "-id"]
 
     def __str__(self) -> str:
@@ -52,6 +63,10 @@ class WorkerBeat(models.Model):
 
     worker_id = models.CharField(max_length=100, unique=True)
     seen_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = _("worker heartbeat")
+        verbose_name_plural = _("worker heartbeats")
 
     def __str__(self) -> str:
         return self.worker_id

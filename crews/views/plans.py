@@ -471,8 +471,10 @@ def plan_detail(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
         if section.regenerating:
             return HttpResponse(status=204)  # htmx swaps nothing and asks again in a second
         # Done: say so, and bring the new version and the history along.
-        context["save_status"] = plan.error or _("New steps for “%(task)s”.") % {"task": section.task.name}
-        section.error = plan.error
+        # A worker stored the error in English; the app's own messages have a translation.
+        error = _(plan.error) if plan.error else ""
+        context["save_status"] = error or _("New steps for “%(task)s”.") % {"task": section.task.name}
+        section.error = error
         return render(request, f"{TEMPLATE}#task-poll", context)
     if uid is not None:
         for section in context["sections"]:

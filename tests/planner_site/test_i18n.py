@@ -27,9 +27,8 @@ MO = PO.with_suffix(".mo")
 SOURCE_DIRS = ("agents", "crews", "planner_site", "templates")
 SKIPPED_DIRS = ("agents/engine", "crews/engine", "migrations")
 HOW_TO_FIX = (
-    "run `manage.py makemessages -l pt_BR --ignore=.venv --ignore=var --ignore=agents/engine "
-    "--ignore=crews/engine --ignore=tests --ignore=bench`, translate, then `manage.py compilemessages "
-    "-l pt_BR --ignore=.venv --ignore=var` (both need gettext) and commit the .po and the .mo"
+    "run `make messages` (gettext's makemessages), translate the new entries in the .po, then "
+    "`make compile-messages` and commit the .po and the .mo (README: Languages)"
 )
 
 
