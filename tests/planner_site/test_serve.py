@@ -48,3 +48,67 @@ def test_serve_answers_health_with_its_worker_then_stops_on_sigterm(tmp_path: Pa
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+SETUP = """
+from agents.models import LLM, Agent
+from crews.models import Crew, Task
+from planner_site.accounts import user_bootstrap
+from planner_site.tokens import token_create
+user, _ = user_bootstrap(username="ops", password="pw-ops-123456", role="admin")
+llm = LLM(name="Slow", model="openai/slow", api_base="{base}", supports_tools=False)
+llm.set_api_key("sk-test-not-real")
+llm.save()
+agent = Agent.objects.create(owner=user, name="A", role="Writer", goal="Write", llm=llm, max_retry_limit=0)
+crew = Crew.objects.create(owner=user, name="Slow crew")
+crew.agents.add(agent)
+Task.objects.create(crew=crew, order=0, name="T", description="Write a line", expected_output="A line", agent=agent)
+print(crew.pk, token_create(user=user)[1])
+"""
+
+
+def test_sigterm_with_a_run_in_flight_leaves_it_interrupted_never_running(tmp_path: Path) -> None:
+    from tests.fakes.openai_server import FakeLLMServer, Reply
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
+    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(tmp_path))
+    with FakeLLMServer() as llm_server:
+        llm_server.default = Reply.text("Final Answer: late").after(30)
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", SETUP.replace("{base}", llm_server.base_url)],
+            cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True,
+        ).stdout.split()
+        crew_id, token = out[-2], out[-1]
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "1"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if "is ready at" in line:
+                    break
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/api/crews/{crew_id}/kickoff", data=b'{"inputs": {}}',
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                run_id = json.loads(response.read())["id"]
+            deadline = time.monotonic() + 60
+            while not llm_server.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert llm_server.requests, "the run never called its LLM"
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    status = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c",
+         f"from crews.models import Run; r = Run.objects.get(pk={run_id}); print(r.status, [t.status for t in r.task_results.all()])"],
+        cwd=ROOT, env=env, check=True, timeout=60, capture_output=True, text=True,
+    ).stdout.strip().splitlines()[-1]
+    assert status == "interrupted ['waiting']"
