@@ -76,7 +76,8 @@ def tokens_text(n: int) -> str:
 def cost_text(value: float | None) -> str:
     if value is None:
         return "—"
-    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
+    amount = number_format(value, 4) if value < 100 else number_format(value, 2, force_grouping=True)
+    return _("$%(amount)s") % {"amount": amount}
 
 
 def duration_text(delta: timedelta | float | None) -> str:
@@ -108,6 +109,12 @@ def _text(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _message(value: Any) -> str:
+    """A message the app stored in English (a worker has no reader): translated when it is one."""
+    text = _text(value)
+    return _(text) if text else ""
 
 
 def args_text(args: Any) -> str:
@@ -834,7 +841,7 @@ class RunView:
 
     def on_run_end(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None, *, status: str) -> None:
         self.waiting = None
-        self.notice_reason = _text(data.get("reason"))
+        self.notice_reason = _message(data.get("reason"))
         if status == "interrupted":
             self.paused_at = at
         else:
@@ -843,7 +850,7 @@ class RunView:
             self.output = _text(data.get("output"))
             self._emit(Change("run-output", {}))
         if status == "failed":
-            self.error = _text(data.get("error"))
+            self.error = _message(data.get("error"))
         # What was in progress ends with the run.
         end_task = {"succeeded": "done", "failed": "failed", "cancelled": "stopped", "interrupted": "waiting"}[status]
         for task in self.all_tasks:
@@ -908,7 +915,7 @@ class RunView:
 
     def on_warning(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
         task = self.task_for(task_id)
-        note = Note(seq, _text(data.get("message")) or _("Warning"), "warning")
+        note = Note(seq, _message(data.get("message")) or _("Warning"), "warning")
         if step_id and (task.key, step_id) not in self._steps:
             step_id = None
         self._note(task, step_id, note)

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -118,14 +119,14 @@ def on_domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return error_response(request, 401, "Sign in, or send an API token as Authorization: Bearer.", "unauthenticated")
+    return error_response(request, 401, _("Sign in, or send an API token as Authorization: Bearer."), "unauthenticated")
 
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
         # ninja's "Cannot parse request body": the input is invalid, like any other (API.md).
-        message = "The request body is not valid JSON."
+        message = _("The request body is not valid JSON.")
         return error_response(
             request, 422, message, "invalid_json", [{"field": "body", "message": message}]
         )

@@ -241,3 +241,33 @@ def test_portuguese_form_errors_and_messages(builder: Any) -> None:
     assert "Corrija estes problemas" in page and "Este campo é obrigatório." in page
     response = client.post(reverse("crews:crew-create"), {"name": "Marés", "process": "sequential"}, follow=True)
     assert "Equipe “Marés” criada." in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_run_page_in_portuguese_translates_what_the_worker_stored(builder: Any) -> None:
+    from crews import runs
+    from crews.models import Run
+    from crews.runner import gettext_noop
+    from tests.crews.run_helpers import make_crew
+
+    message = "The run stopped because of an internal error."
+    assert gettext_noop(message) == message  # the worker stores English
+    run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "marés"}, enqueue=False)
+    runs.run_claim(run_id=run.pk, worker_id="test")
+    runs.run_finish(run_id=run.pk, status=Run.Status.FAILED, error=message)
+    assert Run.objects.get(pk=run.pk).error == message
+
+    client = Client()
+    client.force_login(builder)
+    page = reverse("crews:run-detail", args=[run.pk])
+    assert message in client.get(page).content.decode()
+
+    switch(client, "pt-br", page)
+    html = client.get(page).content.decode()
+    # The notice is translated; the event log stays the raw record of what was stored.
+    notice = re.search(r'<div class="notice notice--danger">(.*?)</div>', html, re.S)
+    assert notice and "A execução falhou." in notice.group(1)
+    assert "A execução parou por causa de um erro interno." in notice.group(1)
+    assert "Executar de novo" in html and "Registro de eventos" in html and "US$ 0,0000" in html
+    listing = client.get(reverse("crews:run-list")).content.decode()
+    assert "<h1>Execuções</h1>" in listing and "Qualquer status" in listing and "Falhou" in listing
