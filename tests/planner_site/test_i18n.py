@@ -271,3 +271,20 @@ def test_the_run_page_in_portuguese_translates_what_the_worker_stored(builder: A
     assert "Executar de novo" in html and "Registro de eventos" in html and "US$ 0,0000" in html
     listing = client.get(reverse("crews:run-list")).content.decode()
     assert "<h1>Execuções</h1>" in listing and "Qualquer status" in listing and "Falhou" in listing
+
+
+@pytest.mark.django_db
+def test_a_failed_plan_shows_the_workers_message_in_portuguese(builder: Any) -> None:
+    from crews.models import Plan
+    from tests.crews.run_helpers import make_crew
+
+    plan = Plan.objects.create(
+        crew=make_crew(builder), status=Plan.Status.FAILED, error="Drafting stopped because of an internal error."
+    )
+    client = Client()
+    client.force_login(builder)
+    page = reverse("crews:plan-detail", args=[plan.pk])
+    assert "Drafting stopped because of an internal error." in client.get(page).content.decode()
+    switch(client, "pt-br", page)
+    html = client.get(page).content.decode()
+    assert "O rascunho do plano falhou" in html and "O rascunho parou por causa de um erro interno." in html
