@@ -1,21 +1,42 @@
-"""Run workers: django-tasks-db's worker plus a heartbeat, for ``serve`` and ``db_worker`` alike."""
+"""Run workers: django-tasks-db's worker plus a heartbeat, for ``serve`` and ``db_worker`` alike.
+
+An idle worker does not sleep a fixed interval between polls: it waits on this process's
+doorbell, which rings as soon as a task is enqueued here (django.tasks' ``task_enqueued``
+signal, once the task's row is committed). So a run kicked off on this process's web side starts
+at once, and idle workers need not poll often: together, the workers of one process poll about
+once per ``interval`` (for tasks enqueued by other processes), however many of them there are.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from django.db import close_old_connections
+from django.conf import settings
+from django.db import OperationalError, close_old_connections, transaction
 from django.utils import timezone
+from django_tasks_db.backend import DatabaseBackend
+from django_tasks_db.compat import task_enqueued
 from django_tasks_db.management.commands.db_worker import Worker
+from django_tasks_db.models import DBTaskResult
+from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
+
+from planner_site.env import env_int
 
 logger = logging.getLogger(__name__)
+tasks_logger = logging.getLogger("django_tasks_db")
 
 HEARTBEAT_SECONDS = 10.0
+# Runs are I/O-bound coroutines on the server's event loop: a worker thread mostly waits (on
+# the LLM, on a person), so a 2-core box keeps many of them. Each holds a database connection
+# while it runs a task.
+DEFAULT_WORKERS = 32
 
 # Called (in the worker's thread) when the process is asked to stop, so that code running a task
 # can wind down (a crew run marks itself interrupted) instead of being cut off mid-write.
@@ -49,45 +70,208 @@ def default_worker_id(suffix: str = "") -> str:
     return f"{socket.gethostname()}-{os.getpid()}{suffix}"[:100]
 
 
-class HeartbeatWorker(Worker):
-    """A django-tasks-db worker that records that it is alive (for /api/health)."""
+def configured_workers() -> int:
+    """Workers ``serve`` starts: the PLANNER_WORKERS setting (or environment variable)."""
+    value = getattr(settings, "PLANNER_WORKERS", None)
+    count = env_int("PLANNER_WORKERS", DEFAULT_WORKERS) if value is None else int(value)
+    return max(0, count)
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+
+class Doorbell:
+    """Wakes this process's idle workers: one per ring (a task enqueued here, or claimed).
+
+    A ring nobody is waiting for is kept (up to one per worker), so a worker that polled just
+    before a task was enqueued and is about to wait polls again at once instead of missing it.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending = 0
+        self.members = 0
+
+    def join(self) -> None:
+        with self._cond:
+            self.members += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self.members = max(0, self.members - 1)
+            self._pending = min(self._pending, self.members)
+
+    def ring(self) -> None:
+        with self._cond:
+            if self.members == 0:
+                return
+            self._pending = min(self._pending + 1, self.members)
+            self._cond.notify()
+
+    def wake_all(self) -> None:
+        """For a stop: every waiter looks at its ``running`` flag now."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        """Until a ring (True: look for a task now) or ``timeout`` seconds (False)."""
+        with self._cond:
+            if self._pending == 0:
+                self._cond.wait(timeout)
+            if self._pending:
+                self._pending -= 1
+                return True
+            return False
+
+
+doorbell = Doorbell()
+
+
+def _on_task_enqueued(sender: type, **kwargs: Any) -> None:
+    if isinstance(sender, type) and issubclass(sender, DatabaseBackend):
+        # Inside a transaction the row is not visible yet: ring once it is committed.
+        transaction.on_commit(doorbell.ring)
+
+
+task_enqueued.connect(_on_task_enqueued, dispatch_uid="planner_site.worker.doorbell")
+
+
+class Heartbeat:
+    """One ``WorkerBeat`` row per process while any of its workers runs (for /api/health)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
         self._stopped = threading.Event()
+        self.key = ""
 
     def beat(self) -> None:
         from planner_site.models import WorkerBeat
 
-        WorkerBeat.objects.update_or_create(worker_id=self.worker_id, defaults={"seen_at": timezone.now()})
+        WorkerBeat.objects.update_or_create(worker_id=self.key, defaults={"seen_at": timezone.now()})
 
-    def _beat_forever(self) -> None:
-        while not self._stopped.wait(HEARTBEAT_SECONDS):
-            try:
-                self.beat()
-            except Exception:  # noqa: BLE001 - a missed beat only makes health say "none"
-                logger.warning("worker heartbeat failed", exc_info=True)
-            finally:
-                close_old_connections()
+    def start(self) -> None:
+        with self._lock:
+            self._users += 1
+            if self._users > 1:
+                return
+            self.key = default_worker_id()
+            self._stopped = stopped = threading.Event()
+        self._beat_quietly()
+        threading.Thread(target=self._beat_until, args=(stopped,), name="worker-beat", daemon=True).start()
+
+    def _beat_quietly(self) -> None:
+        try:
+            self.beat()
+        except Exception:  # noqa: BLE001 - a missed beat only makes health say "none"
+            logger.warning("worker heartbeat failed", exc_info=True)
+        finally:
+            close_old_connections()
+
+    def _beat_until(self, stopped: threading.Event) -> None:
+        while not stopped.wait(HEARTBEAT_SECONDS):
+            self._beat_quietly()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users > 0:
+                return
+            self._stopped.set()
+        from planner_site.models import WorkerBeat
+
+        try:
+            WorkerBeat.objects.filter(worker_id=self.key).delete()
+        finally:
+            close_old_connections()
+
+
+heartbeat = Heartbeat()
+
+
+class HeartbeatWorker(Worker):
+    """A django-tasks-db worker that keeps its process's heartbeat (for /api/health) and waits on
+    the doorbell between polls. Claiming and running a task are django-tasks-db's own."""
+
+    def __init__(self, *, bell: Doorbell | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bell = bell or doorbell
 
     def run(self) -> None:
-        self.beat()
-        beater = threading.Thread(target=self._beat_forever, name=f"beat-{self.worker_id}", daemon=True)
-        beater.start()
+        heartbeat.start()
+        self.bell.join()
         try:
-            super().run()
+            self.work()
         finally:
-            self._stopped.set()
-            try:
-                from planner_site.models import WorkerBeat
+            self.bell.leave()
+            heartbeat.stop()
 
-                WorkerBeat.objects.filter(worker_id=self.worker_id).delete()
-            finally:
-                close_old_connections()
+    def claim(self) -> tuple[DBTaskResult | None, bool]:
+        """django-tasks-db's claim, verbatim: lock the next ready task and mark it ours.
+
+        Returns the task (or None) and whether the queue could be read (False: it was locked).
+        """
+        tasks = DBTaskResult.objects.ready().filter(backend_name=self.backend_name)
+        if not self.process_all_queues:
+            tasks = tasks.filter(queue_name__in=self.queue_names)
+        if self.excluded_queue_names:
+            tasks = tasks.exclude(queue_name__in=self.excluded_queue_names)
+
+        with exclusive_transaction(tasks.db):
+            try:
+                task_result = tasks.get_locked()
+                if task_result is not None:
+                    # "claim" the task, so it isn't run by another worker process
+                    task_result.claim(self.worker_id)
+                return task_result, True
+            except OperationalError as e:
+                # Ignore locked databases and keep trying. It should unlock eventually.
+                if is_locked_database_exception(e):
+                    return None, False
+                raise
+
+    def idle_wait(self) -> bool:
+        """Until the doorbell rings (True), or this worker's share of the poll interval is over.
+
+        The process's workers poll about once per ``interval`` between them; the random spread
+        keeps them from polling all at once.
+        """
+        share = self.interval * max(1, self.bell.members)
+        return self.bell.wait(share * random.uniform(0.5, 1.5))  # noqa: S311 - spreading only
+
+    def work(self) -> None:
+        """django-tasks-db's ``Worker.run`` loop, waiting on the doorbell instead of sleeping."""
+        tasks_logger.info("Starting worker worker_id=%s queues=%s", self.worker_id, ",".join(self.queue_names))
+        if self.startup_delay and self.interval:
+            time.sleep(random.random())  # noqa: S311 - avoid a thundering herd at start
+
+        rung = False
+        while self.running:
+            # Check for dropped/expired connections right after waking up
+            close_old_connections()
+            task_result, retrieved = self.claim()
+            if task_result is not None:
+                if not rung:
+                    # Found by polling, so enqueued by another process, where more may be
+                    # waiting: another idle worker looks at once while this one runs it.
+                    self.bell.ring()
+                self.run_task(task_result)
+
+            if self.batch and retrieved and task_result is None:
+                tasks_logger.info("No more tasks to run for worker_id=%s - exiting gracefully.", self.worker_id)
+                return
+            if self.max_tasks is not None and self._run_tasks >= self.max_tasks:
+                tasks_logger.info(
+                    "Run maximum tasks (%d) on worker=%s - exiting gracefully.", self._run_tasks, self.worker_id
+                )
+                return
+
+            close_old_connections()
+            rung = False
+            if self.running and not task_result:
+                rung = self.idle_wait()
 
     def stop(self) -> None:
         """Ask the loop to end after the current task; tasks in flight are told through hooks."""
         self.running = False
+        self.bell.wake_all()
 
 
 def make_worker(*, worker_id: str, interval: float = 0.5, queues: list[str] | None = None) -> HeartbeatWorker:

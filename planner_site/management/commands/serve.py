@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from planner_site.worker import default_worker_id, make_worker, run_stop_hooks
+from planner_site.worker import configured_workers, default_worker_id, make_worker, run_stop_hooks
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +22,8 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument(
-            "--workers", type=int, default=4, help="Runs executed at once in this process (0: none)."
+            "--workers", type=int, default=None,
+            help="Runs executed at once in this process (0: none; default: the PLANNER_WORKERS setting).",
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -33,15 +35,20 @@ class Command(BaseCommand):
 
         from planner_site.asgi import application
 
-        workers = [make_worker(worker_id=default_worker_id(f"-{i}")) for i in range(opts["workers"])]
+        count = configured_workers() if opts["workers"] is None else max(0, opts["workers"])
+        workers = [make_worker(worker_id=default_worker_id(f"-{i}")) for i in range(count)]
         futures: list[asyncio.Future[Any]] = []
+        # The workers' own threads: the loop's default executor has only cpu_count + 4 of them,
+        # and other code (DNS lookups, asyncio.to_thread) needs those.
+        pool = ThreadPoolExecutor(max_workers=max(1, count), thread_name_prefix="run-worker")
 
         def start_workers() -> None:
             # sync_to_async(thread_sensitive=False) gives each worker its own thread while keeping
             # Daphne's loop as the loop its async_to_sync calls go back to: group_send on the
             # in-memory channel layer then reaches this process's consumers at once.
             for worker in workers:
-                futures.append(asyncio.ensure_future(sync_to_async(worker.run, thread_sensitive=False)()))
+                run = sync_to_async(worker.run, thread_sensitive=False, executor=pool)
+                futures.append(asyncio.ensure_future(run()))
             url = f"http://{opts['host']}:{opts['port']}/"
             self.stdout.write(self.style.SUCCESS(f"Crew Planner is ready at {url}"), ending="\n")
             self.stdout.flush()

@@ -1,0 +1,90 @@
+"""Run workers: an idle worker wakes when a task is enqueued in its process, and stops at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from django_tasks_db.backend import DatabaseBackend
+from django_tasks_db.models import DBTaskResult
+
+from crews.tasks import execute_run
+from planner_site.worker import Doorbell, HeartbeatWorker, configured_workers
+
+
+def test_a_ring_wakes_one_waiter_and_a_ring_nobody_waited_for_is_kept() -> None:
+    bell = Doorbell()
+    bell.join()
+    bell.join()
+    bell.ring()  # before anyone waits: the next wait returns at once
+    started = time.monotonic()
+    assert bell.wait(5) is True
+    assert time.monotonic() - started < 1
+    assert bell.wait(0.05) is False  # one ring, one wake-up
+
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(bell.wait(5)))
+    waiter.start()
+    time.sleep(0.1)
+    bell.ring()
+    waiter.join(timeout=5)
+    assert woke == [True]
+
+
+def test_rings_are_kept_at_most_once_per_worker() -> None:
+    bell = Doorbell()
+    bell.join()
+    for _ in range(5):
+        bell.ring()
+    assert bell.wait(0.01) is True
+    assert bell.wait(0.01) is False
+
+
+def test_the_number_of_workers_comes_from_the_setting(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings.PLANNER_WORKERS = 7
+    assert configured_workers() == 7
+    del settings.PLANNER_WORKERS
+    monkeypatch.setenv("PLANNER_WORKERS", "3")
+    assert configured_workers() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_idle_worker_runs_a_task_enqueued_in_its_process_at_once_and_stops_at_once() -> None:
+    bell = Doorbell()
+    worker = HeartbeatWorker(
+        bell=bell, queue_names=["*"], interval=30.0, batch=False, backend_name="default",
+        startup_delay=False, max_tasks=None, worker_id="test-worker", excluded_queue_names=[],
+    )
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.3)  # it polled once, found nothing and now waits (30 s without a ring)
+        backend = DatabaseBackend("default", {"QUEUES": ["default"]})
+        started = time.monotonic()
+        # A run that does not exist: the task claims nothing and ends at once.
+        result = backend.enqueue(execute_run, (987654,), {})
+        bell.ring()  # what the task_enqueued signal does for the process's own doorbell
+        deadline = started + 10
+        while DBTaskResult.objects.get(pk=result.id).status != "SUCCESSFUL":
+            assert time.monotonic() < deadline, "the worker did not pick the task up"
+            time.sleep(0.02)
+        assert time.monotonic() - started < 5  # far sooner than its 30 s poll
+    finally:
+        stopping = time.monotonic()
+        worker.stop()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert time.monotonic() - stopping < 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_task_enqueued_signal_rings_the_process_doorbell(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner_site import worker as worker_module
+
+    bell = Doorbell()
+    bell.join()
+    monkeypatch.setattr(worker_module, "doorbell", bell)
+    DatabaseBackend("default", {"QUEUES": ["default"]}).enqueue(execute_run, (987654,), {})
+    assert bell.wait(0.01) is True

@@ -1,0 +1,183 @@
+"""Scale-out: a run executed by a ``db_worker`` process reaches a websocket on a web process.
+
+Two real processes on the test's PostgreSQL database and on Redis: ``manage.py serve --workers 0``
+(the web side only: HTTP and websockets) and ``manage.py db_worker``. The run is kicked off through
+the web process's API; the worker claims it from the database and executes it; its events travel
+through Redis to the web process, whose JSON socket must hand the client every event exactly once
+(seq 1..last, no gap, no duplicate), the same as the database holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from websockets.sync.client import connect
+
+from crews.models import Run, RunEvent
+from planner_site.tokens import token_create
+from tests.crews.run_helpers import fake_llm, make_crew
+from tests.fakes.openai_server import FakeLLMServer, RecordedRequest, Reply
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 60.0
+TERMINAL = {"run.succeeded", "run.failed", "run.cancelled", "run.interrupted"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _database_url() -> str:
+    """The test database pytest-django created, as a URL for the subprocesses."""
+    db = connection.settings_dict
+    user = urllib.parse.quote(db["USER"] or "", safe="")
+    password = ":" + urllib.parse.quote(db["PASSWORD"], safe="") if db.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+class Process:
+    """A manage.py subprocess whose output is kept (and shown when the test fails)."""
+
+    def __init__(self, *args: str, env: dict[str, str]) -> None:
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_for_line(self, text: str, timeout: float = TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.lines):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} from {self.proc.args}:\n{self.output()}")
+            time.sleep(0.05)
+
+    def output(self) -> str:
+        return "".join(self.lines[-60:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._reader.join(timeout=5)
+
+
+@pytest.fixture
+def processes_env() -> Iterator[dict[str, str]]:
+    """Settings for the subprocesses: this test's database, Redis, the test's secrets."""
+    with tempfile.TemporaryDirectory(prefix="crew-planner-scaleout-") as var:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PLANNER_"))}
+        env.update(
+            DJANGO_SETTINGS_MODULE="planner_site.settings",  # the database task backend, as deployed
+            DATABASE_URL=_database_url(),
+            REDIS_URL=os.environ["REDIS_URL"],
+            PLANNER_VAR_DIR=var,
+            PLANNER_SECRETS_KEYS=",".join(settings.PLANNER_SECRETS_KEYS),  # to read the LLM's key
+            PLANNER_LOG_LEVEL="WARNING",
+            PYTHONUNBUFFERED="1",
+            NO_PROXY="127.0.0.1,localhost",
+        )
+        yield env
+
+
+class Gate:
+    """The fake LLM holds its first answer until the client is connected (bounded)."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        self.opened.wait(timeout=TIMEOUT)
+        return Reply.text("Thought: I now know the final answer\nFinal Answer: done").after(0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_process_runs_the_crew_and_the_web_process_streams_every_event(
+    builder: Any, processes_env: dict[str, str]
+) -> None:
+    with FakeLLMServer() as server:
+        gate = Gate()
+        server.default = gate
+        crew = make_crew(builder, name="Across", tasks=("Research", "Draft", "Report"), llm=fake_llm(server))
+        _token, raw = token_create(user=builder, name="scaleout")
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        web = Process("serve", "--port", str(port), "--workers", "0", env=processes_env)
+        worker = Process(
+            "db_worker", "--interval", "0.2", "--no-startup-delay", "--worker-id", f"scaleout-{uuid.uuid4().hex[:12]}",
+            env=processes_env,
+        )
+        try:
+            web.wait_for_line("is ready at")
+            request = urllib.request.Request(
+                f"{base}/api/crews/{crew.pk}/kickoff", method="POST",
+                data=json.dumps({"inputs": {"topic": "tides"}}).encode(),
+                headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                assert response.status == 202
+                run_id = json.loads(response.read())["id"]
+
+            received: list[dict[str, Any]] = []
+            live_from = None
+            with connect(
+                f"ws://127.0.0.1:{port}/ws/api/runs/{run_id}/?after=0",
+                additional_headers={"Authorization": f"Bearer {raw}", "Origin": base},
+                open_timeout=30,
+            ) as ws:
+                # What is stored so far comes as the replay; the worker then waits on the LLM.
+                received.append(json.loads(ws.recv(timeout=30)))
+                live_from = len(received)
+                gate.opened.set()
+                deadline = time.monotonic() + TIMEOUT
+                while received[-1]["type"] not in TERMINAL:
+                    assert time.monotonic() < deadline, f"the run did not finish: {received}"
+                    received.append(json.loads(ws.recv(timeout=TIMEOUT)))
+        except BaseException:
+            print("web:\n" + web.output() + "\nworker:\n" + worker.output())
+            raise
+        finally:
+            gate.opened.set()
+            worker.stop()
+            web.stop()
+
+    run = Run.objects.get(pk=run_id)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    # The worker process ran it, not the web process (which had no workers).
+    assert f"-{worker.proc.pid}-" in run.worker_id
+    stored = list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "type"))
+    assert [seq for seq, _type in stored] == list(range(1, len(stored) + 1))
+    assert [(e["seq"], e["type"]) for e in received] == stored  # every event, once, in order
+    # Most of the run reached the client live, across Redis, while the worker executed it.
+    live = received[live_from:]
+    assert len(live) >= 10 and {"task.completed", "llm.completed", "run.succeeded"} <= {e["type"] for e in live}
