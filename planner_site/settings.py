@@ -173,6 +173,9 @@ LOGGING = {
 }
 
 # Product settings.
+# Runs one ``serve`` process executes at once (threads that mostly wait on LLMs); a web process
+# in a scale-out set-up runs with 0 next to separate ``db_worker`` processes.
+PLANNER_WORKERS = env_int("PLANNER_WORKERS", 32)
 PLANNER_RUN_HEARTBEAT_SECONDS = env_int("PLANNER_RUN_HEARTBEAT_SECONDS", 5)
 PLANNER_RUN_STALE_SECONDS = env_int("PLANNER_RUN_STALE_SECONDS", 30)
 PLANNER_HTTP_TOOL_ALLOWED_HOSTS = env_list("PLANNER_HTTP_TOOL_ALLOWED_HOSTS", [])
