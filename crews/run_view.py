@@ -12,6 +12,7 @@ LLM output is untrusted: it is escaped by the templates, and markdown goes throu
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -50,15 +51,21 @@ _ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
 
 def markdown(text: str) -> SafeString:
     """Markdown → HTML → sanitised HTML: only ``_TAGS``, links to http(s)/mailto, no images."""
-    html = _md.render(text or "")
+    return mark_safe(_markdown_html(text or ""))  # noqa: S308 - cleaned by nh3 below
+
+
+@functools.lru_cache(maxsize=4096)
+def _markdown_html(text: str) -> str:
+    # Pure and costly (over half of a long run page): the page, its replays and every live
+    # re-render of a task show the same step results again and again.
+    html = _md.render(text)
     clean = nh3.clean(
         html, tags=_TAGS, attributes=_ATTRIBUTES, url_schemes={"http", "https", "mailto"},
         link_rel="nofollow noopener noreferrer",
     )
     # Wide code and tables scroll: keyboard users must be able to reach them (attributes
     # added after cleaning, to tags nh3 has just written without any).
-    clean = clean.replace("<pre>", '<pre tabindex="0">').replace("<table>", '<table tabindex="0">')
-    return mark_safe(clean)  # noqa: S308 - nh3 has just removed everything unsafe
+    return clean.replace("<pre>", '<pre tabindex="0">').replace("<table>", '<table tabindex="0">')
 
 
 # Small formatting helpers ----------------------------------------------------------------------
