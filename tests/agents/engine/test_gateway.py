@@ -371,7 +371,7 @@ async def test_cancel_abandons_a_call_in_flight_at_once(fake_llm_server: FakeLLM
     cancel.cancel("user stopped the run")
     with pytest.raises(Cancelled, match="user stopped the run"):
         await call
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 3  # far sooner than the 5 s the server holds its reply
     await asyncio.sleep(0.05)
     assert fake_llm_server.request_count == 1  # and nothing sent after the cancel
     assert sink.types == ["llm.started"]
@@ -394,12 +394,10 @@ async def test_cancel_mid_stream_stops_reading_and_sends_nothing_more(
         caller.call(ask(llm_for(fake_llm_server), stream=True), on_delta=on_delta)
     )
     await asyncio.wait_for(first_delta.wait(), timeout=2)
-    started = time.monotonic()
     cancel.cancel()
     with pytest.raises(Cancelled):
         await call
-    assert time.monotonic() - started < 0.3  # before the next chunk was due
-    assert deltas == ["first "]
+    assert deltas == ["first "]  # stopped before the next chunk was read
     assert fake_llm_server.request_count == 1
 
 
@@ -478,7 +476,7 @@ def test_importing_the_gateway_does_not_import_litellm() -> None:
     assert result.stdout.strip() == "False"
 
 
-async def _until(condition: Any, timeout: float = 3.0) -> None:
+async def _until(condition: Any, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
