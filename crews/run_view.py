@@ -774,11 +774,14 @@ class RunView:
             self._emit(Change(part, {}))
 
     def _resume_work(self, type_: str) -> None:
-        """A person's answer or an approved plan sets the run running again without a run.* event."""
+        """A person's answer or an approved plan sets the run running again (``run.running``).
+
+        Runs recorded before ``run.running`` existed are read from the events that follow.
+        """
         resumes = {
-            "awaiting_input": ("feedback.received", "approval.resolved", "task.started"),
-            "awaiting_approval": ("crew_plan.approved", "task.started"),
-            "planning": ("crew_plan.approved", "task.started"),
+            "awaiting_input": ("run.running", "feedback.received", "approval.resolved", "task.started"),
+            "awaiting_approval": ("run.running", "crew_plan.approved", "task.started"),
+            "planning": ("run.running", "crew_plan.approved", "task.started"),
         }.get(self.status, ())
         if type_ in resumes:
             if self.waiting is not None:

@@ -201,8 +201,20 @@ def run_set_planning(*, run_id: int) -> None:
     _transition(run_id, S.PLANNING, "run.planning", allowed={S.RUNNING, S.PLANNING})
 
 
+def _back_to_running(run_id: int, allowed: set[str]) -> None:
+    """A run that planned or waited works again, and says so (``run.running``) for live clients."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.status not in allowed:
+            return
+        previous = run.status
+        run.status = S.RUNNING
+        run.save(update_fields=["status"])
+        emit_now(run_id, "run.running", {"from": previous})
+
+
 def run_set_running(*, run_id: int) -> None:
-    _transition(run_id, S.RUNNING, None, allowed={S.PLANNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT, S.RUNNING})
+    _back_to_running(run_id, {S.PLANNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT})
 
 
 @transaction.atomic  # the request and the waiting status appear together
@@ -233,7 +245,7 @@ def run_wait_for_approval(*, run_id: int, approval_id: str, tool: str, args: dic
 
 
 def run_resume_after_person(*, run_id: int) -> None:
-    _transition(run_id, S.RUNNING, None, allowed={S.AWAITING_INPUT})
+    _back_to_running(run_id, {S.AWAITING_INPUT})
 
 
 def _waits_for_a_person(run: Run) -> bool:

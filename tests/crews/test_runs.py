@@ -41,7 +41,7 @@ pytestmark = pytest.mark.usefixtures("stop_leftover_runs")
 
 DEMO_EVENTS = [
     "run.queued", "run.started", "run.planning", "crew_plan.started", "llm.started", "llm.completed",
-    "crew_plan.completed", "crew_plan.approved",
+    "crew_plan.completed", "crew_plan.approved", "run.running",
     "task.started", "llm.started", "llm.completed", "task.completed",
     "task.started", "llm.started", "llm.completed", "task.completed",
     "run.succeeded",
