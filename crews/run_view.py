@@ -434,8 +434,30 @@ class PlanSegment:
         return f"plan-{self.task_key}-r{self.replan}"
 
 
+class _UsageAndOutput:
+    """Display of what a task and a whole run share: token and cost figures, the answer."""
+
+    __slots__ = ()
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    output: str
+
+    @property
+    def tokens(self) -> str:
+        return tokens_text(self.prompt_tokens + self.completion_tokens)
+
+    @property
+    def cost(self) -> str:
+        return cost_text(self.cost_usd)
+
+    @property
+    def output_html(self) -> SafeString:
+        return markdown(self.output)
+
+
 @dataclass(slots=True, eq=False)
-class TaskView:
+class TaskView(_UsageAndOutput):
     key: str  # the task id, or RUN_SCOPE
     task_id: int | None
     number: int | None
@@ -466,18 +488,6 @@ class TaskView:
     @property
     def label(self) -> str:
         return task_status_label(self.status)
-
-    @property
-    def tokens(self) -> str:
-        return tokens_text(self.prompt_tokens + self.completion_tokens)
-
-    @property
-    def cost(self) -> str:
-        return cost_text(self.cost_usd)
-
-    @property
-    def output_html(self) -> SafeString:
-        return markdown(self.output)
 
     @property
     def activity_html(self) -> SafeString:
@@ -556,7 +566,7 @@ class Change:
 # The fold -------------------------------------------------------------------------------------
 
 
-class RunView:
+class RunView(_UsageAndOutput):
     """The run's state after its events up to ``last_seq``; ``apply`` moves it one event on."""
 
     def __init__(self, run: Run, tasks: Iterable[RunTask] = (), *, started_task_ids: Iterable[int] = ()) -> None:
@@ -668,18 +678,6 @@ class RunView:
         minutes, secs = divmod(int(seconds), 60)
         hours, minutes = divmod(minutes, 60)
         return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-    @property
-    def tokens(self) -> str:
-        return tokens_text(self.prompt_tokens + self.completion_tokens)
-
-    @property
-    def cost(self) -> str:
-        return cost_text(self.cost_usd)
-
-    @property
-    def output_html(self) -> SafeString:
-        return markdown(self.output)
 
     @property
     def all_tasks(self) -> list[TaskView]:
