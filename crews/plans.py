@@ -256,3 +256,23 @@ def plan_store_regenerated(*, plan_id: int, task_id: int, texts: Sequence[str], 
             merged = merge_regenerated(steps.get(task_id, []), texts)
             _new_version(plan, actor=actor, note="regenerated", steps={**{k: [(s.uid, s.text, s.pinned) for s in v] for k, v in steps.items()}, task_id: merged})
     return Plan.objects.get(pk=plan_id)
+
+
+@transaction.atomic
+def plan_step_undelete(*, actor: Any, plan: Plan, task_id: int, index: int, deleted_in: int,
+                       expected_version: int | None) -> Plan:
+    """Undo a step's delete (made in version ``deleted_in``, at ``index`` of ``task_id``).
+
+    Right after the delete the version before it is restored, so the step keeps its id; after
+    other edits the step's text goes back at its old place as a new step. Either way a new version.
+    """
+    locked = Plan.objects.select_for_update().get(pk=plan.pk)  # nobody saves in between
+    if locked.version == deleted_in == expected_version:
+        return plan_restore(actor=actor, plan=locked, number=deleted_in - 1)
+    before = current_steps(locked, deleted_in - 1)[task_id][index]
+    rows: list[dict[str, Any]] = [
+        {"id": s.uid, "text": s.text, "pinned": s.pinned} for s in current_steps(locked).get(task_id, [])
+    ]
+    rows.insert(min(index, len(rows)), {"text": before.text, "pinned": before.pinned})
+    return plan_update(actor=actor, plan=locked, expected_version=expected_version,
+                       tasks=[{"task_id": task_id, "steps": rows}], note="undid a delete")

@@ -644,15 +644,13 @@ def plan_step_undelete(request: HtmxHttpRequest, plan_id: int, uid: int) -> Http
     task_id, note = next(iter(notes.items()))
     index = note["undo"]["number"] - 1
     try:
-        with transaction.atomic():
-            current = Plan.objects.select_for_update().get(pk=plan.pk)  # nobody saves in between
-            if current.version == deleted_in == _posted_version(request):
-                plan = plans.plan_restore(actor=request.user, plan=current, number=deleted_in - 1)
-            else:
-                rows = _task_rows(current, task_id)
-                before = plans.current_steps(plan, deleted_in - 1)[task_id][index]
-                rows.insert(min(index, len(rows)), {"text": before.text, "pinned": before.pinned})
-                plan = _save(request, current, task_id, rows, "undid a delete")
+        if plan.status not in EDITABLE:  # the service says so too, in its words; this is earlier
+            raise Conflict(_("This plan cannot be edited while it is %(status)s.")
+                           % {"status": plan.get_status_display().lower()}, code="plan_state")
+        plan = plans.plan_step_undelete(
+            actor=request.user, plan=plan, task_id=task_id, index=index, deleted_in=deleted_in,
+            expected_version=_posted_version(request),
+        )
     except EDIT_ERRORS as exc:
         return _task_error(request, plan, task_id, exc)
     back = next((row["id"] for i, row in enumerate(_task_rows(plan, task_id)) if i == index), uid)
