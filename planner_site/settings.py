@@ -121,7 +121,17 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # One process: channels' in-memory layer without its per-message sweeps (planner_site/layers.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "planner_site.layers.LocalChannelLayer"}}
+
+# The cache holds who follows a run's streamed deltas (crews.realtime.follow_deltas): with Redis a
+# worker in another process sees it too.
+if REDIS_URL:
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
 
