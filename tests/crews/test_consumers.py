@@ -7,13 +7,15 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.core.cache import cache
 from django.test import Client
 
 from crews import runner, runs, selectors
 from crews.bridge import payload_of, record_event
 from crews.models import Run
-from crews.realtime import EventPayload, broadcast
+from crews.realtime import EventPayload, broadcast, deltas_followed, deltas_group, run_group
 from planner_site.asgi import application
 from planner_site.tokens import token_create
 from tests.crews.run_helpers import make_crew, scripted
@@ -40,6 +42,11 @@ def finished_run(builder: Any, monkeypatch: Any) -> Run:
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED
     return run
+
+
+@pytest.fixture(autouse=True)
+def no_followers() -> None:
+    cache.clear()  # who follows deltas lives in the cache, not in the test database
 
 
 @pytest.fixture
@@ -170,6 +177,39 @@ async def test_deltas_are_skipped_unless_asked_for(finished_run, headers):
     assert await plain.receive_nothing(timeout=0.1)
     await plain.disconnect()
     await with_deltas.disconnect()
+
+
+async def test_only_sockets_that_show_deltas_join_the_deltas_group_and_count_as_followers(
+    finished_run, headers
+):
+    count = len(await stored(finished_run))
+    sockets = {}
+    for name, path, replay in (
+        ("plain", "/ws/api/runs/{}/", receive_json),
+        ("api", "/ws/api/runs/{}/?deltas=1", receive_json),
+        ("page", "/ws/runs/{}/", receive_html),
+    ):
+        sockets[name] = await connect(path.format(finished_run.pk), headers)
+        await replay(sockets[name], count)
+    layer = get_channel_layer()
+
+    assert len(layer.groups[deltas_group(finished_run.pk)]) == 2
+    assert len(layer.groups[run_group(finished_run.pk)]) == 3
+    assert deltas_followed(finished_run.pk)
+
+    for name in ("api", "page"):
+        await sockets[name].disconnect()
+    assert not deltas_followed(finished_run.pk)
+    assert deltas_group(finished_run.pk) not in layer.groups
+    await sockets["plain"].disconnect()
+
+
+async def test_a_refused_socket_follows_nothing(finished_run, other_builder):
+    headers = await database_sync_to_async(session_headers)(other_builder)
+    communicator = await connect(f"/ws/runs/{finished_run.pk}/", headers)
+    await assert_closed_with(communicator, 4404)
+
+    assert not deltas_followed(finished_run.pk)
 
 
 async def test_without_a_session_the_socket_closes_with_4401(finished_run):
