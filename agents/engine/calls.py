@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +116,11 @@ class LLMCaller:
     # Requests-per-minute limits besides the LLM's own: the crew's and the calling agent's
     # ``max_rpm``, as (limiter key, rpm). Every call waits for a slot in each of them.
     rpm_limits: tuple[tuple[str, int], ...] = ()
+    # Whether anyone follows this run's ``llm.delta`` events right now. Streaming costs the
+    # process far more than one whole answer (a parsed chunk per token, then reassembly), so a
+    # request that would stream only to emit deltas nobody reads goes out unstreamed. ``None``
+    # (plain engine use) always streams what asks to be streamed.
+    stream_gate: Callable[[], bool] | None = None
 
     def with_emitter(self, emit: EventEmitter) -> LLMCaller:
         return dataclasses.replace(self, emit=emit)
@@ -164,11 +170,9 @@ class LLMCaller:
             self.cancel.raise_if_cancelled()
             await self.emit("llm.started", {"model": llm.model, "purpose": request.purpose}, step_id=step_id)
             started = self.clock.monotonic()
-            delta_cb = on_delta
-            if request.stream and on_delta is None:
-                delta_cb = self._delta_emitter(step_id)
+            sent, delta_cb = self._streaming(request, on_delta, step_id)
             try:
-                response = await self.cancel.race(self.gateway.complete(request, on_delta=delta_cb))
+                response = await self.cancel.race(self.gateway.complete(sent, on_delta=delta_cb))
             except RetryableLLMError as exc:
                 retrying = attempt < attempts
                 await self.emit(
@@ -210,6 +214,20 @@ class LLMCaller:
             )
             return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _streaming(
+        self, request: LLMRequest, on_delta: DeltaCallback | None, step_id: str | None
+    ) -> tuple[LLMRequest, DeltaCallback | None]:
+        """The request as sent and who hears its deltas: the caller's callback, else ``llm.delta``
+        events, unless the gate says nobody follows them (then the request is sent unstreamed).
+
+        Asked on every attempt, so a page opened during a run gets the next call's deltas.
+        """
+        if not request.stream or on_delta is not None:
+            return request, on_delta
+        if self.stream_gate is not None and not self.stream_gate():
+            return dataclasses.replace(request, stream=False), None
+        return request, self._delta_emitter(step_id)
 
     def _delta_emitter(self, step_id: str | None) -> DeltaCallback:
         async def on_delta(text: str) -> None:

@@ -302,6 +302,43 @@ async def test_a_streamed_call_with_a_callback_leaves_deltas_to_it() -> None:
     assert "llm.delta" not in sink.types
 
 
+async def test_a_streamed_call_nobody_follows_goes_out_unstreamed_without_deltas() -> None:
+    sink = RecordingSink()
+    gateway = ScriptedGateway(["whole answer"])
+    caller = caller_for(gateway, sink=sink)
+    caller.stream_gate = lambda: False
+    response = await caller.call(ask(stream=True))
+    assert response.content == "whole answer"
+    assert gateway.requests[0].stream is False
+    assert sink.types == ["llm.started", "llm.completed"]
+
+
+async def test_the_stream_gate_is_asked_before_every_call() -> None:
+    sink, followed = RecordingSink(), [False, True]
+    gateway = ScriptedGateway(["first", "second"])
+    caller = caller_for(gateway, sink=sink)
+    caller.stream_gate = lambda: followed.pop(0)
+    await caller.call(ask(stream=True))
+    await caller.call(ask(stream=True))
+    assert [r.stream for r in gateway.requests] == [False, True]
+    assert sink.types == ["llm.started", "llm.completed", "llm.started", "llm.delta", "llm.completed"]
+    assert sink.of_type("llm.delta")[0].data == {"text": "second"}
+
+
+async def test_a_callers_own_delta_callback_keeps_the_stream_whatever_the_gate_says() -> None:
+    seen: list[str] = []
+
+    async def on_delta(text: str) -> None:
+        seen.append(text)
+
+    gateway = ScriptedGateway(["streamed text"])
+    caller = caller_for(gateway)
+    caller.stream_gate = lambda: False
+    await caller.call(ask(stream=True), on_delta=on_delta)
+    assert gateway.requests[0].stream is True
+    assert seen == ["streamed text"]
+
+
 async def test_crew_and_agent_rpm_limits_apply_on_top_of_the_llm_limit() -> None:
     from agents.engine.runtime import FakeClock as _Clock
     from tests.agents.engine.helpers import make_agent, make_ctx, make_task
