@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -107,31 +108,61 @@ _TASK_STATUS = {
 }
 
 
+@functools.cache
+def _take_seq_sql(vendor: str, usage: bool, returning: bool) -> str:
+    """The UPDATE behind ``_take_seq`` (built once per database kind and event kind)."""
+    quote = connection.ops.quote_name
+    column = {f.name: quote(f.column) for f in Run._meta.concrete_fields}
+    sets = [f"{column['last_seq']} = {column['last_seq']} + 1"]
+    if usage:
+        sets += [f"{column[name]} = {column[name]} + %s" for name in ("prompt_tokens", "completion_tokens", "cost_usd")]
+        sets.append(f"{column['llm_calls']} = {column['llm_calls']} + 1")
+    sql = f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(sets)} WHERE {column['id']} = %s"
+    return f"{sql} RETURNING {column['last_seq']}" if returning else sql
+
+
+def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None) -> int:
+    """Add one to the run's ``last_seq`` (and an LLM call's usage to its totals); the new seq.
+
+    The UPDATE takes the run row's write lock until the caller's transaction ends, so the web
+    process (run.cancelling) and the worker never hand out the same number. With RETURNING
+    (SQLite >= 3.35, PostgreSQL) it is the only statement.
+    """
+    returning = connection.features.can_return_columns_from_insert
+    sql = _take_seq_sql(connection.vendor, usage is not None, returning)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*(usage or ()), run_id])
+        if not returning:
+            cursor.execute(f"SELECT last_seq FROM {Run._meta.db_table} WHERE id = %s", [run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    return int(row[0])
+
+
 @transaction.atomic
 def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
                  task_id: int | None = None, step_id: str | None = None) -> RunEvent:
     """Store one event with the run's next seq and apply what it means to the roll-ups.
 
-    The run row is locked while the seq is taken, so the web process (run.cancelling) and the
-    worker never hand out the same number and the log has no gaps.
+    Two statements for most events (the seq, the row), three with a task's roll-up: an event is
+    stored for every step of every run, so each round trip here counts.
     """
     data = data or {}
-    run = Run.objects.select_for_update().only("id", "last_seq").get(pk=run_id)
-    seq = run.last_seq + 1
-    Run.objects.filter(pk=run_id).update(last_seq=seq)
+    usage = None
+    if type_ == "llm.completed":
+        usage = (int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0),
+                 Decimal(str(data.get("cost_usd") or 0)))
+    seq = _take_seq(run_id, usage)
     event = RunEvent.objects.create(
         run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
     )
-    if type_ == "llm.completed":
-        usage = {
-            "prompt_tokens": F("prompt_tokens") + int(data.get("prompt_tokens") or 0),
-            "completion_tokens": F("completion_tokens") + int(data.get("completion_tokens") or 0),
-            "cost_usd": F("cost_usd") + Decimal(str(data.get("cost_usd") or 0)),
-            "llm_calls": F("llm_calls") + 1,
-        }
-        Run.objects.filter(pk=run_id).update(**usage)
-        if task_id is not None:
-            RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(**usage)
+    if usage is not None and task_id is not None:
+        prompt, completion, cost = usage
+        RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(
+            prompt_tokens=F("prompt_tokens") + prompt, completion_tokens=F("completion_tokens") + completion,
+            cost_usd=F("cost_usd") + cost, llm_calls=F("llm_calls") + 1,
+        )
     elif type_ in _TASK_STATUS and task_id is not None:
         fields: dict[str, Any] = {"status": _TASK_STATUS[type_]}
         if type_ == "task.completed":
