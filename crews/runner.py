@@ -32,7 +32,7 @@ from agents.engine.specs import Budget, TaskSpec
 from agents.models import LLM
 from agents.selectors import llm_default, prompt_book
 from agents.tools import registry
-from crews import plans, runs
+from crews import plans, realtime, runs
 from crews.bridge import DatabaseHuman, RunEventSink, crew_snapshot, crew_spec
 from crews.engine.interpolate import MissingInput
 from crews.engine.kickoff import run_crew
@@ -43,7 +43,11 @@ from planner_site.worker import default_worker_id, on_worker_stop
 
 logger = logging.getLogger(__name__)
 
-WATCH_SECONDS = 0.25  # how soon a stop request reaches a run in another process
+# How soon a stop request made in another process reaches a run, and a page opened meanwhile gets
+# streamed deltas. A stop from this process arrives at once (``cancel_in_process``); API.md
+# promises ``run.cancelled`` only "within seconds", and a shorter poll costs every run a database
+# round trip four times a second.
+WATCH_SECONDS = 1.0
 SHUTDOWN = "shutdown"
 
 # Shared by every run in this process, so one LLM's requests-per-minute limit holds across runs.
@@ -103,18 +107,42 @@ def execute(run_id: int, worker_id: str | None = None) -> None:
         _release_connections()
 
 
-async def _watch(run_id: int, token: CancelToken) -> None:
-    """Heartbeat, and a stop request made in another process, polled while the run works."""
+class DeltaFollowers:
+    """The LLM caller's stream gate: whether anyone follows the run's deltas, as last polled.
+
+    Asking the cache on every call would block the event loop on a Redis round trip in
+    scale-out; the watch loop refreshes the answer instead, from a database thread.
+    """
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        self.followed = False
+
+    def refresh(self) -> None:
+        self.followed = realtime.deltas_followed(self.run_id)
+
+    def __call__(self) -> bool:
+        return self.followed
+
+
+def _poll(run_id: int, followers: DeltaFollowers, *, beat: bool) -> bool:
+    """One database hop for the watch loop: heartbeat (or a plain look), followers; stop asked?"""
+    followers.refresh()
+    if beat:
+        return runs.run_heartbeat(run_id=run_id)
+    return bool(Run.objects.filter(pk=run_id, cancel_requested=True).exists())
+
+
+async def _watch(run_id: int, token: CancelToken, followers: DeltaFollowers) -> None:
+    """Heartbeat, a stop request made in another process, and who follows the deltas, polled
+    while the run works."""
     beat = settings.PLANNER_RUN_HEARTBEAT_SECONDS
     since_beat = beat
-    check = db(lambda: bool(Run.objects.filter(pk=run_id, cancel_requested=True).exists()))
-    heartbeat = db(runs.run_heartbeat)
+    poll = db(_poll)
     while not token.cancelled:
+        stop = await poll(run_id, followers, beat=since_beat >= beat)
         if since_beat >= beat:
-            stop = await heartbeat(run_id=run_id)
             since_beat = 0.0
-        else:
-            stop = await check()
         if stop:
             token.cancel("cancelled")
             return
@@ -122,13 +150,15 @@ async def _watch(run_id: int, token: CancelToken) -> None:
         since_beat += WATCH_SECONDS
 
 
-def _context(run: Run, token: CancelToken, budget: Budget, max_rpm: int | None = None) -> RunContext:
+def _context(run: Run, token: CancelToken, budget: Budget, followers: DeltaFollowers,
+             max_rpm: int | None = None) -> RunContext:
     sink = RunEventSink(run.pk)
     emit = EventEmitter(sink=sink, clock=_clock)
     usage = Usage()
+    followers.refresh()  # the first call need not wait for the watch loop's first poll
     caller = LLMCaller(
         gateway=RoutingGateway(), emit=emit, cancel=token, clock=_clock, usage=usage,
-        limiters=_limiters, budget=budget,
+        limiters=_limiters, budget=budget, stream_gate=followers,
     ).with_rpm(f"run:{run.pk}", max_rpm)
     return RunContext(
         llm=caller, emit=emit, cancel=token, clock=_clock, human=DatabaseHuman(run.pk, token),
@@ -138,15 +168,16 @@ def _context(run: Run, token: CancelToken, budget: Budget, max_rpm: int | None =
 
 async def _execute(run_id: int, token: CancelToken) -> None:
     run = await db(lambda: Run.objects.select_related("plan", "planning_plan").get(pk=run_id))()
-    watcher = asyncio.ensure_future(_watch(run_id, token))
+    followers = DeltaFollowers(run_id)
+    watcher = asyncio.ensure_future(_watch(run_id, token, followers))
     try:
         default = await db(_default_llm)()
         if run.agent_id is not None:
-            ctx = await db(_context)(run, token, Budget())
+            ctx = await db(_context)(run, token, Budget(), followers)
             output = await _run_agent(ctx, run, default)
         else:
             spec = await db(crew_spec)(run.snapshot, default_llm=default)
-            ctx = await db(_context)(run, token, spec.budget, spec.max_rpm)
+            ctx = await db(_context)(run, token, spec.budget, followers, spec.max_rpm)
             output = await _run_crew(ctx, run, spec.interpolated(run.inputs))
     except Cancelled:
         status = Run.Status.INTERRUPTED if token.reason == SHUTDOWN else Run.Status.CANCELLED

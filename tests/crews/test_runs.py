@@ -398,6 +398,61 @@ def test_stopping_a_run_aborts_the_llm_call_in_flight_and_sends_no_more(builder)
         assert server.requests[0].authorization == "Bearer sk-test-123456"
 
 
+def _deltas_of_a_run(builder: Any, server: FakeLLMServer, *, followed: bool) -> list[dict[str, Any]]:
+    """Execute a one-task run against ``server``; the deltas its group got (a follower or not)."""
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from crews import realtime
+
+    server.default = Reply.text("Final Answer: the tide turns", chunks=["Final Answer: ", "the tide turns"])
+    crew = make_crew(builder, tasks=["Research"], llm=fake_llm(server))
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(realtime.deltas_group(run.pk), channel)
+    if followed:
+        async_to_sync(realtime.follow_deltas)(run.pk)
+    try:
+        runner.execute(run.pk)
+    finally:
+        if followed:
+            async_to_sync(realtime.unfollow_deltas)(run.pk)
+
+    async def drain() -> list[dict[str, Any]]:
+        got = []
+        while True:
+            try:
+                got.append((await asyncio.wait_for(layer.receive(channel), 0.2))["event"])
+            except TimeoutError:
+                return got
+
+    assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED
+    assert RunTask.objects.get(run=run).output == "the tide turns"  # whole either way
+    return async_to_sync(drain)()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_llm_call_nobody_follows_goes_out_unstreamed_and_sends_no_deltas(builder):
+    with FakeLLMServer() as server:
+        deltas = _deltas_of_a_run(builder, server, followed=False)
+
+        assert [r.stream for r in server.requests] == [False]
+        assert deltas == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_llm_call_someone_follows_streams_its_deltas(builder):
+    with FakeLLMServer() as server:
+        deltas = _deltas_of_a_run(builder, server, followed=True)
+
+        assert [r.stream for r in server.requests] == [True]
+        assert [d["type"] for d in deltas] == ["llm.delta", "llm.delta"]
+        assert "".join(d["data"]["text"] for d in deltas) == "Final Answer: the tide turns"
+
+
 # Who may see what --------------------------------------------------------------------------------
 
 
