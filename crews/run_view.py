@@ -26,13 +26,13 @@ from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.formats import number_format
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language, ngettext
 from django.utils.translation import gettext as _
 from markdown_it import MarkdownIt
 
 from crews.models import PlanStep, Run, RunEvent, RunTask
+from planner_site.templatetags.money import grouped, usd
 
 ACTIVE = {"queued", "planning", "awaiting_approval", "running", "awaiting_input", "cancelling"}
 FINISHED = {"succeeded", "failed", "cancelled"}
@@ -77,14 +77,12 @@ def dom_key(value: Any) -> str:
 
 
 def tokens_text(n: int) -> str:
-    return number_format(n, force_grouping=True)
+    return grouped(n)
 
 
 def cost_text(value: float | None) -> str:
-    if value is None:
-        return "—"
-    amount = number_format(value, 4) if value < 100 else number_format(value, 2, force_grouping=True)
-    return _("$%(amount)s") % {"amount": amount}
+    """Costs as every page writes them (``planner_site.templatetags.money.usd``)."""
+    return usd(value)
 
 
 def duration_text(delta: timedelta | float | None) -> str:
@@ -386,6 +384,7 @@ class Step:
     status: str = "pending"
     refined: bool = False
     result: str = ""
+    result_seq: int = 0  # the step.completed event carrying ``result``: its page loads it on demand
     error: str = ""
     reason: str = ""
     learned: str = ""
@@ -395,10 +394,6 @@ class Step:
     @property
     def key(self) -> str:
         return dom_key(self.step_id)
-
-    @property
-    def result_html(self) -> SafeString:
-        return markdown(self.result)
 
     @property
     def tone(self) -> str:
@@ -465,6 +460,7 @@ class TaskView(_UsageAndOutput):
     agent: str = ""
     status: str = "waiting"
     output: str = ""
+    output_seq: int = 0  # the task.completed event carrying ``output`` (0: none, or kept from before)
     error: str = ""
     reused: bool = False  # done before this run started (a re-run from a later task)
     started: bool = False
@@ -809,6 +805,7 @@ class RunView(_UsageAndOutput):
     def _reset_task(self, task: TaskView) -> None:
         task.plan, task.activity, task.approvals, task.feedback = [], [], [], None
         task.output = task.error = ""
+        task.output_seq = 0
         task.reused = False
         for key in [k for k in self._steps if k[0] == task.key]:
             del self._steps[key]
@@ -949,7 +946,7 @@ class RunView(_UsageAndOutput):
 
     def on_task_completed(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
         task = self.task_for(task_id)
-        task.output = _text(data.get("output"))
+        task.output, task.output_seq = _text(data.get("output")), seq
         self._task_status(task, "done", answer=True)
         self._update_rerunnable()
 
@@ -1092,6 +1089,7 @@ class RunView(_UsageAndOutput):
             return
         step.status = _text(data.get("outcome")) or "completed"
         step.result, step.error = _text(data.get("result")), _text(data.get("error"))
+        step.result_seq = seq
         self._emit(Change("step-head", {"step": step, "task": task}))
         self._emit(Change("step-result", {"step": step, "task": task}))
         self._emit(Change("task-head", {"task": task}))

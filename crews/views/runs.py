@@ -23,12 +23,15 @@ from django_htmx.http import reswap, retarget
 
 from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post
 from crews import runs, selectors
-from crews.models import Crew, FeedbackRequest, Run, ToolApproval
+from crews.models import Crew, FeedbackRequest, Run, RunEvent, RunTask, ToolApproval
 from crews.run_view import (
+    RUN_SCOPE,
     RUN_STATUS_TONE,
     RunView,
     cost_text,
+    dom_key,
     duration_text,
+    markdown,
     run_duration,
     run_status_label,
     tokens_text,
@@ -112,6 +115,46 @@ def run_output(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     response = HttpResponse(run.output, content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.md"'
     return response
+
+
+# What a stored event carries that the run page loads when its disclosure opens: event type, field.
+_LOADED_LATER = {"step.completed": "result", "task.completed": "output"}
+
+
+@require_GET
+@domain_errors
+def run_step_result(request: HtmxHttpRequest, run_id: int, seq: int) -> HttpResponse:
+    """A step's result or a task's answer: what event number ``seq`` (its ``step.completed``
+    or ``task.completed``) carries, as sanitised markdown.
+
+    The run page loads it when its "Result" (or a finished crew run's "Answer") disclosure
+    first opens: a long run has hundreds, and rendering them all made the page slow. With htmx
+    the answer is the markdown alone; without JavaScript the disclosure's link opens it as a
+    page. Stored events never change, so the seq names the text for good.
+    """
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    row = (RunEvent.objects.filter(run_id=run.pk, seq=seq, type__in=list(_LOADED_LATER))
+           .values_list("type", "task_id", "step_id", "data").first())
+    if row is None:
+        raise Http404
+    type_, task_id, step_id, data = row
+    data = data if isinstance(data, dict) else {}
+    text = data.get(_LOADED_LATER[type_])
+    if not isinstance(text, str) or not text:
+        raise Http404
+    context: dict[str, Any] = {"run": run, "result_html": markdown(text)}
+    if request.htmx:
+        return render(request, "crews/run_step_result.html#result", context)
+    task_key = str(task_id) if task_id is not None else RUN_SCOPE
+    task_name = (RunTask.objects.filter(run_id=run.pk, task_id_snapshot=task_id).values_list("name", flat=True)
+                 .first() if task_id is not None else None)
+    if type_ == "step.completed":
+        anchor = f"step-{task_key}-{dom_key(step_id or data.get('step_id') or '')}"
+    else:
+        anchor = f"answer-{task_key}"
+    step_number = (data.get("number") or "") if type_ == "step.completed" else None  # None: an answer
+    context.update(step_number=step_number, task_name=task_name or "", back_url=_detail_url(run, anchor))
+    return render(request, "crews/run_step_result.html", context)
 
 
 @require_POST
@@ -279,6 +322,7 @@ urlpatterns: list[URLPattern] = [
     path("crews/<int:crew_id>/runs/", crew_runs, name="crew-runs"),
     path("runs/<int:run_id>/", run_detail, name="run-detail"),
     path("runs/<int:run_id>/output.md", run_output, name="run-output"),
+    path("runs/<int:run_id>/events/<int:seq>/result/", run_step_result, name="run-step-result"),
     path("runs/<int:run_id>/stop/", run_stop, name="run-stop"),
     path("runs/<int:run_id>/feedback/", run_feedback, name="run-feedback"),
     path("runs/<int:run_id>/approvals/<str:approval_id>/", run_approval, name="run-approval"),

@@ -396,6 +396,52 @@ def test_a_script_in_a_tool_output_or_an_answer_is_escaped_on_the_page_and_on_th
     assert "&lt;script&gt;" in fragments[-1]  # the answer, rendered as escaped markdown text
 
 
+def test_a_steps_result_loads_when_its_disclosure_opens_or_on_its_own_page_without_javascript(builder):
+    run = _record_agent_run(builder)
+    seq = RunEvent.objects.get(run=run, type="step.completed", step_id="k.s1").seq
+    RunEvent.objects.filter(run=run, seq=seq).update(
+        data={"step_id": "k.s1", "number": 1, "outcome": "completed", "result": f"**Castle**, tower {EVIL}"})
+    result_url = reverse("crews:run-step-result", args=[run.pk, seq])
+    client = signed_in(builder)
+
+    page = client.get(detail(run)).content.decode()
+    fragment = client.get(result_url, HTTP_HX_REQUEST="true").content.decode()
+    plain = client.get(result_url).content.decode()
+
+    # The page holds the link, not the result: htmx fetches it on the first "toggle".
+    assert "<strong>Castle</strong>" not in page
+    assert f'hx-get="{result_url}" hx-trigger="toggle once"' in page and f'<a href="{result_url}">' in page
+    assert fragment.strip() == "<p><strong>Castle</strong>, tower &lt;script&gt;alert('x')&lt;/script&gt;</p>"
+    assert "<strong>Castle</strong>" in plain and "Result of step 1" in plain and "<script>alert" not in plain
+    assert f'href="{detail(run)}#step-run-k-s1"' in plain  # back to the step
+
+
+def test_a_steps_result_is_a_404_for_another_user_or_an_event_that_is_not_a_result(builder, other_builder):
+    run = _record_agent_run(builder)
+    seq = RunEvent.objects.get(run=run, type="step.completed", step_id="k.s1").seq
+    failed = RunEvent.objects.get(run=run, type="step.completed", step_id="k.s2").seq  # no result, an error
+    client = signed_in(builder)
+
+    def get(client: Client, seq: int) -> int:
+        return client.get(reverse("crews:run-step-result", args=[run.pk, seq]), HTTP_HX_REQUEST="true").status_code
+
+    assert get(client, seq) == 200
+    assert get(signed_in(other_builder), seq) == 404
+    assert get(client, failed) == 404 and get(client, seq - 1) == 404 and get(client, 9999) == 404
+
+
+def test_a_live_step_result_fragment_links_to_the_same_result_as_the_page(builder):
+    run = _record_agent_run(builder)
+    seq = RunEvent.objects.get(run=run, type="step.completed", step_id="k.s1").seq
+    view = RunView.build(run, upto=seq - 1)
+
+    html = render_event_html(view, payload_of(RunEvent.objects.get(run=run, seq=seq)), can_write=True)
+
+    assert 'id="step-run-k-s1-result" class="step-result" hx-swap-oob="true"' in html
+    assert f'hx-get="{reverse("crews:run-step-result", args=[run.pk, seq])}"' in html
+    assert "Castle, tower" not in html
+
+
 # The fold ---------------------------------------------------------------------------------------
 
 
