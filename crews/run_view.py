@@ -71,9 +71,23 @@ def _markdown_html(text: str) -> str:
 # Small formatting helpers ----------------------------------------------------------------------
 
 
+_NOT_IN_KEYS = re.compile(r"[^A-Za-z0-9_-]")
+
+
 def dom_key(value: Any) -> str:
     """A value usable in an id and a CSS selector (step ids look like ``12.s3``)."""
-    return re.sub(r"[^A-Za-z0-9_-]", "-", str(value))
+    return _dom_key(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _dom_key(text: str) -> str:  # a run's few hundred step ids, looked up thousands of times
+    return _NOT_IN_KEYS.sub("-", text)
+
+
+@functools.lru_cache(maxsize=1024)
+def escape_label(text: str) -> str:
+    """``escape`` for the few texts every entry repeats (labels, model names, figures)."""
+    return escape(text)
 
 
 def tokens_text(n: int) -> str:
@@ -177,6 +191,11 @@ def _labels_now() -> dict[str, dict[str, str]]:
             "step": _("working on a step"), "react": _("thinking"), "synthesis": _("writing the answer"),
             "aggregate": _("writing the answer"), "manager": _("managing"), "test": _("test"),
         },
+        "step_parts": {
+            "refined": _("refined"), "tool": _("tool: %(tool)s"), "result": _("Result"),
+            "show_result": _("Show the result"), "skipped": _("Skipped: %(reason)s"),
+            "not_quite": _("Review: not quite"), "review": _("Review:"), "activity": _("LLM calls and tools"),
+        },
         "entry": {
             "llm": _("LLM: %(purpose)s"), "tokens": _("%(n)s tokens"), "in_out": _("%(p)s in, %(c)s out"),
             "cut": _("Cut short."), "retrying": _("Retrying."), "running": _("running…"),
@@ -259,13 +278,13 @@ class LLMCall:
     def html(self, oob: bool = False) -> str:
         words = labels("entry")
         what = words["llm"] % {"purpose": self.purpose_label}
-        meta = f"<span>{escape(self.model)}</span>"
+        meta = f"<span>{escape_label(self.model)}</span>"
         if self.status == "running":
             what += "…"
         elif self.status == "done":
             title = words["in_out"] % {"p": self.prompt_tokens, "c": self.completion_tokens}
             tokens = words["tokens"] % {"n": self.tokens}
-            meta += (f'<span title="{escape(title)}">{escape(tokens)}</span><span>{escape(self.cost)}</span>'
+            meta += (f'<span title="{escape(title)}">{escape(tokens)}</span><span>{escape_label(self.cost)}</span>'
                      f"<span>{escape(self.latency)}</span>")
         error = ""
         if self.status == "failed":
@@ -274,7 +293,7 @@ class LLMCall:
                 text += " " + words["retrying"]
             error = f'<span class="entry__error">{escape(text)}</span>'
         return (f'<div id="{self.dom_id}" class="entry entry--llm" data-status="{self.status}"{_oob(oob)}>'
-                f'<span class="entry__mark" aria-hidden="true"></span><span class="entry__what">{escape(what)}</span>'
+                f'<span class="entry__mark" aria-hidden="true"></span><span class="entry__what">{escape_label(what)}</span>'
                 f'<span class="entry__meta">{meta}</span>{error}</div>')
 
 
@@ -390,10 +409,16 @@ class Step:
     learned: str = ""
     reviewed_ok: bool | None = None
     activity: list[Any] = field(default_factory=list)
+    task_key: str = ""  # its task's key and its run, for its ids and its result's URL
+    run_id: int = 0
 
     @property
     def key(self) -> str:
         return dom_key(self.step_id)
+
+    @property
+    def dom_id(self) -> str:
+        return f"step-{self.task_key}-{self.key}"
 
     @property
     def tone(self) -> str:
@@ -410,6 +435,63 @@ class Step:
     @property
     def activity_html(self) -> SafeString:
         return entries_html(self.activity)
+
+    # A long run has hundreds of steps: their parts are built here, as activity entries are,
+    # not by the template engine (which took a third of the page). Everything is escaped.
+
+    def html(self, oob: bool = False) -> SafeString:
+        """The step: its head, result, activity and the live area its streamed tokens go to."""
+        words = labels("step_parts")
+        return mark_safe(  # noqa: S308 - every value is escaped here or in the parts
+            f'<div id="{self.dom_id}" class="step"{_oob(oob)}>{self.head_html()}'
+            f'<div class="step__body">{self.result_part_html()}'
+            f'<details class="activity activity--step"><summary>{escape(words["activity"])}</summary>'
+            f'<ol id="activity-{self.dom_id}" class="entries">{entries_html(self.activity)}</ol></details></div>'
+            f'<div id="delta-{self.dom_id}" class="stream stream--step" aria-live="polite" tabindex="0"></div></div>'
+        )
+
+    def head_html(self, oob: bool = False) -> str:
+        words = labels("step_parts")
+        badges = f'<span class="badge badge--info">{escape(words["refined"])}</span>' if self.refined else ""
+        if self.tool:
+            badges += f'<span class="badge">{escape(words["tool"] % {"tool": self.tool})}</span>'
+        return (
+            f'<div id="{self.dom_id}-head" class="step-head" data-status="{escape(self.status)}"{_oob(oob)}>'
+            f'<span class="step-head__mark" aria-hidden="true"></span>'
+            f'<span class="step-head__number">{self.number}.</span>'
+            f'<span class="step-head__text">{escape(self.description)}</span>'
+            f'<span class="step-head__badges">{badges}'
+            f'<span class="badge badge--{self.tone} step-head__state">{escape(self.label)}</span></span></div>'
+        )
+
+    def result_part_html(self, oob: bool = False) -> str:
+        """What the step came to: its error or why it was skipped, its result, its review.
+
+        The result itself loads when its disclosure first opens (htmx's ``toggle once``, from
+        ``crews:run-step-result``); without JavaScript the link inside shows it on its own page.
+        """
+        words = labels("step_parts")
+        body = f'<p class="step-result__error">{escape(self.error)}</p>' if self.error else ""
+        if self.reason:
+            body += f'<p class="muted">{escape(words["skipped"] % {"reason": self.reason})}</p>'
+        if self.result:
+            url = reverse("crews:run-step-result", args=[self.run_id, self.result_seq])
+            body += (
+                f'<details class="step-result__details" hx-get="{url}" hx-trigger="toggle once" '
+                f'hx-target="find .markdown" hx-swap="innerHTML"><summary>{escape(words["result"])}</summary>'
+                f'<div class="markdown"><p><a href="{url}">{escape(words["show_result"])}</a></p></div></details>'
+            )
+        if self.learned or self.reviewed_ok is False:
+            verdict = (f'<span class="badge badge--warning">{escape(words["not_quite"])}</span>'
+                       if self.reviewed_ok is False else escape(words["review"]))
+            body += f'<p class="step-result__review">{verdict} {escape(self.learned)}</p>'
+        return f'<div id="{self.dom_id}-result" class="step-result"{_oob(oob)}>{body}</div>'
+
+    _PARTS: ClassVar[dict[str, str]] = {"step": "html", "step-head": "head_html", "step-result": "result_part_html"}
+
+    def part_html(self, part: str, *, oob: bool) -> str:
+        """``part`` of the step (``step``, ``step-head``, ``step-result``), for the socket."""
+        return str(getattr(self, self._PARTS[part])(oob=oob))
 
 
 @dataclass(slots=True, eq=False)
@@ -525,20 +607,26 @@ def summary_of(data: dict[str, Any]) -> str:
     for name in _SUMMARY_FIELDS:
         value = data.get(name)
         if isinstance(value, (str, int, float)) and value != "":
-            text = " ".join(str(value).split())
+            raw = str(value)
+            # Answers run to pages: squash the start first. Squashed, a prefix of the text is a
+            # prefix of the squashed text, so when it is over 140 characters it clips the same.
+            text = " ".join(raw[:600].split())
+            if len(text) <= 140 and len(raw) > 600:
+                text = " ".join(raw.split())
             return text if len(text) <= 140 else text[:139] + "…"
     return ""
 
 
 def log_row_html(row: LogRow) -> str:
     """One row of the event log (escaped). Built in Python: a long run has thousands of them."""
-    at = row.at.strftime("%H:%M:%S") if row.at else ""
     iso = row.at.isoformat() if row.at else ""
+    at = iso[11:19]  # HH:MM:SS
     task = f' data-task="{row.task_id}"' if row.task_id is not None else ""
     summary = f' <span class="run-event-summary">{escape(row.summary)}</span>' if row.summary else ""
+    type_ = escape_label(row.type)
     return (
-        f'<li id="event-{row.seq}" class="run-event" data-seq="{row.seq}" data-type="{escape(row.type)}"{task}>'
-        f'<time datetime="{iso}">{at}</time> <code class="run-event-type">{escape(row.type)}</code>{summary}</li>'
+        f'<li id="event-{row.seq}" class="run-event" data-seq="{row.seq}" data-type="{type_}"{task}>'
+        f'<time datetime="{iso}">{at}</time> <code class="run-event-type">{type_}</code>{summary}</li>'
     )
 
 
@@ -1003,7 +1091,8 @@ class RunView(_UsageAndOutput):
             if not isinstance(raw, dict):
                 continue
             step = Step(step_id=_text(raw.get("step_id")), number=int(raw.get("number") or 0),
-                        description=_text(raw.get("description")), tool=raw.get("tool"))
+                        description=_text(raw.get("description")), tool=raw.get("tool"),
+                        task_key=task.key, run_id=self.run.pk)
             segment.steps.append(step)
             self._steps[(task.key, step.step_id)] = step
         if new:
@@ -1065,7 +1154,8 @@ class RunView(_UsageAndOutput):
                 segment = PlanSegment(task_key=task.key, replan=-1, status="ready")
                 task.plan.append(segment)
                 self._emit(Change("plan-item", {"item": segment, "task": task}, into=f"plan-{task.key}"))
-            step = Step(step_id=key, number=int(data.get("number") or 0), description=_text(data.get("description")))
+            step = Step(step_id=key, number=int(data.get("number") or 0), description=_text(data.get("description")),
+                        task_key=task.key, run_id=self.run.pk)
             segment.steps.append(step)
             self._steps[(task.key, key)] = step
             self._emit(Change("step", {"step": step, "task": task}, into=f"steps-{segment.dom_id}", wrapper="ol"))
@@ -1374,6 +1464,8 @@ def render_event_html(view: RunView, event: dict[str, Any], *, can_write: bool) 
     for change in changes:
         if change.part == "entry":
             html = change.context["entry"].html(oob=change.into is None)
+        elif change.part in ("step", "step-head", "step-result"):
+            html = change.context["step"].part_html(change.part, oob=change.into is None)
         else:
             html = render_to_string(f"crews/run_detail.html#{change.part}",
                                     {**base, **change.context, "oob": change.into is None}).strip()

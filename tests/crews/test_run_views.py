@@ -442,6 +442,34 @@ def test_a_live_step_result_fragment_links_to_the_same_result_as_the_page(builde
     assert "Castle, tower" not in html
 
 
+def test_a_script_in_a_steps_description_tool_error_or_review_is_escaped_on_the_page_and_on_the_socket(builder):
+    run = queued_run(builder)
+    started(run)
+    task = task_ids(run)[0]
+    before = RunEvent.objects.filter(run=run).count()
+    step = f"{task}.s1"
+    for type_, data in [
+        ("task.started", {"task_id": str(task), "agent": "Writer"}),
+        ("agent_plan.completed", {"attempt": 1, "ready": True, "steps": [
+            {"step_id": step, "number": 1, "description": f"Look {EVIL}", "tool": EVIL}]}),
+        ("step.started", {"step_id": step, "number": 1, "description": f"Look {EVIL}"}),
+        ("step.completed", {"step_id": step, "number": 1, "outcome": EVIL, "result": EVIL, "error": EVIL}),
+        ("step.observed", {"step_id": step, "number": 1, "success": False, "learned": EVIL}),
+    ]:
+        record_event(run.pk, type_, data, task_id=task, step_id=step if type_.startswith("step.") else None)
+
+    page = signed_in(builder).get(detail(run)).content.decode()
+    view = RunView.build(run, upto=before)
+    fragments = [render_event_html(view, payload_of(e), can_write=True)
+                 for e in RunEvent.objects.filter(run=run, seq__gt=before).order_by("seq")]
+
+    assert "<script>alert" not in page and all("<script" not in f for f in fragments)
+    step_html = page[page.index(f'id="step-{task}-{task}-s1"'):]
+    assert step_html.count(ESCAPED) >= 4  # the description, the tool, the error and the review
+    assert 'data-status="&lt;script&gt;' in step_html  # even an odd outcome stays an attribute value
+    assert "Review: not quite" in fragments[-1] and ESCAPED in fragments[-1]
+
+
 # The fold ---------------------------------------------------------------------------------------
 
 
