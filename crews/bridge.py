@@ -11,7 +11,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Prefetch, prefetch_related_objects
 from django.utils import timezone
 
 from agents.bridge import agent_snapshot, agent_spec, llm_lookup
@@ -19,7 +19,7 @@ from agents.engine.events import Event
 from agents.engine.runtime import ApprovalDecision, Cancelled, CancelToken
 from agents.engine.specs import Budget
 from crews.engine.specs import CrewSpec, CrewTaskSpec
-from crews.models import Crew, FeedbackRequest, Run, RunEvent, RunTask, ToolApproval
+from crews.models import Crew, FeedbackRequest, Run, RunEvent, RunTask, Task, ToolApproval
 from crews.realtime import EventPayload, broadcast
 
 logger = logging.getLogger(__name__)
@@ -35,8 +35,16 @@ POLL_SECONDS = 0.25  # how often a waiting run looks for a person's answer or a 
 
 
 def crew_snapshot(crew: Crew) -> dict[str, Any]:
-    """The crew's definition at kickoff as plain JSON: later edits never change a run."""
-    tasks = list(crew.tasks.select_related("agent").prefetch_related("context").order_by("order", "id"))
+    """The crew's definition at kickoff as plain JSON: later edits never change a run.
+
+    Reads the tasks, their agents and context and the crew's agents through the crew's prefetch
+    cache: a crew from ``selectors.crew_get`` (the kickoff request's) has them all already, and
+    any other is fetched here in three queries.
+    """
+    prefetch_related_objects(
+        [crew], "agents", Prefetch("tasks", queryset=Task.objects.select_related("agent").prefetch_related("context"))
+    )
+    tasks = sorted(crew.tasks.all(), key=lambda t: (t.order, t.pk))
     agent_rows = {a.pk: a for a in crew.agents.all()}
     for task in tasks:
         if task.agent is not None:

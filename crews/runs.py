@@ -15,7 +15,7 @@ from django.utils.translation import gettext_noop
 
 from agents.bridge import agent_snapshot
 from agents.models import Agent
-from crews.bridge import crew_snapshot, emit_now
+from crews.bridge import crew_snapshot, emit_now, record_event
 from crews.engine.interpolate import find_placeholders, missing_inputs
 from crews.models import Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
 from planner_site.audit import audit
@@ -85,6 +85,13 @@ def crew_check_runnable(*, crew: Crew, snapshot: dict[str, Any]) -> None:
                 raise ValidationError({"tasks": _("Task %(name)s has no agent.") % {"name": task["name"]}})
 
 
+def _record_queued(run: Run, data: dict[str, Any]) -> None:
+    """Store a new run's first event without broadcasting it: nobody can follow a run before
+    the transaction creating it commits, and a socket that joins later replays it from the
+    database. (A broadcast from the request's thread is a round trip through the event loop.)"""
+    record_event(run.pk, "run.queued", data)
+
+
 @transaction.atomic
 def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None,
                 review_plan: bool | None = None, rerun_of: Run | None = None,
@@ -130,7 +137,7 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
         )
         for index, t in enumerate(snapshot["tasks"])
     )
-    emit_now(run.pk, "run.queued", {"crew_id": crew.pk, "plan_id": run.plan_id, "plan_version": run.plan_version})
+    _record_queued(run, {"crew_id": crew.pk, "plan_id": run.plan_id, "plan_version": run.plan_version})
     audit(actor=actor, action="run.started", target=run, crew=crew.pk)
     if enqueue:
         _enqueue(run)
@@ -148,7 +155,7 @@ def run_kickoff_agent(*, actor: Any, agent: Agent, message: str) -> Run:
     run = Run.objects.create(
         agent=agent, created_by=actor, message=message.strip(), snapshot={"agent": agent_snapshot(agent)}
     )
-    emit_now(run.pk, "run.queued", {"agent_id": agent.pk})
+    _record_queued(run, {"agent_id": agent.pk})
     audit(actor=actor, action="run.started", target=run, agent=agent.pk)
     _enqueue(run)
     return run
