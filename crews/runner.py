@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -28,7 +29,7 @@ from agents.engine.runtime import (
     SystemClock,
     Usage,
 )
-from agents.engine.specs import Budget, TaskSpec
+from agents.engine.specs import AgentSpec, Budget, TaskSpec
 from agents.models import LLM
 from agents.selectors import llm_default, prompt_book
 from agents.tools import registry
@@ -38,7 +39,7 @@ from crews.engine.interpolate import MissingInput
 from crews.engine.kickoff import run_crew
 from crews.engine.planner import CrewPlanError, draft_crew_plan
 from crews.engine.specs import CrewSpec
-from crews.models import Plan, Run, RunTask
+from crews.models import Plan, Run, RunEvent, RunTask
 from planner_site.worker import default_worker_id, on_worker_stop
 
 logger = logging.getLogger(__name__)
@@ -166,19 +167,46 @@ def _context(run: Run, token: CancelToken, budget: Budget, followers: DeltaFollo
     )
 
 
+@dataclass
+class _Start:
+    """What a run needs before its first LLM call, read in one database hop."""
+
+    run: Run
+    ctx: RunContext
+    crew: CrewSpec | None = None  # interpolated with the run's inputs
+    agent: AgentSpec | None = None  # for an agent asked directly
+    done: dict[str, str] = field(default_factory=dict)  # task key → output kept from before
+    steps: dict[str, list[str]] | None = None  # the approved plan the run follows
+    announce_plan: bool = False  # whether the run still has to say which plan it follows
+
+
+def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start:
+    run = Run.objects.select_related("plan", "planning_plan").get(pk=run_id)
+    default = _default_llm()
+    if run.agent_id is not None:
+        ctx = _context(run, token, Budget(), followers)
+        return _Start(run, ctx, agent=agent_spec(run.snapshot["agent"], llms=llm_lookup(default=default)))
+    spec = crew_spec(run.snapshot, default_llm=default)
+    ctx = _context(run, token, spec.budget, followers, spec.max_rpm)
+    start = _Start(run, ctx, crew=spec.interpolated(run.inputs), done={
+        str(r.task_id_snapshot): r.output for r in RunTask.objects.filter(run_id=run.pk, status=RunTask.Status.DONE)
+    })
+    if run.plan_id and run.plan_version:
+        start.steps = plans.steps_by_task_key(run.plan, run.plan_version)
+        # A resumed run said so before it was interrupted (or approved its own plan then).
+        start.announce_plan = not RunEvent.objects.filter(run_id=run.pk, type="crew_plan.approved").exists()
+    return start
+
+
 async def _execute(run_id: int, token: CancelToken) -> None:
-    run = await db(lambda: Run.objects.select_related("plan", "planning_plan").get(pk=run_id))()
     followers = DeltaFollowers(run_id)
     watcher = asyncio.ensure_future(_watch(run_id, token, followers))
     try:
-        default = await db(_default_llm)()
-        if run.agent_id is not None:
-            ctx = await db(_context)(run, token, Budget(), followers)
-            output = await _run_agent(ctx, run, default)
+        start = await db(_start)(run_id, token, followers)
+        if start.agent is not None:
+            output = (await run_agent(start.ctx, start.agent, TaskSpec.from_message(start.run.message))).output
         else:
-            spec = await db(crew_spec)(run.snapshot, default_llm=default)
-            ctx = await db(_context)(run, token, spec.budget, followers, spec.max_rpm)
-            output = await _run_crew(ctx, run, spec.interpolated(run.inputs))
+            output = await _run_crew(start)
     except Cancelled:
         status = Run.Status.INTERRUPTED if token.reason == SHUTDOWN else Run.Status.CANCELLED
         await db(runs.run_finish)(run_id=run_id, status=status)
@@ -198,24 +226,16 @@ async def _execute(run_id: int, token: CancelToken) -> None:
         await asyncio.gather(watcher, return_exceptions=True)
 
 
-async def _run_agent(ctx: RunContext, run: Run, default: LLM) -> str:
-    agent = await db(lambda: agent_spec(run.snapshot["agent"], llms=llm_lookup(default=default)))()
-    result = await run_agent(ctx, agent, TaskSpec.from_message(run.message))
-    return result.output
-
-
-async def _run_crew(ctx: RunContext, run: Run, spec: CrewSpec) -> str:
-    done = await db(lambda: {
-        str(r.task_id_snapshot): r.output
-        for r in RunTask.objects.filter(run_id=run.pk, status=RunTask.Status.DONE)
-    })()
-    steps: dict[str, list[str]] | None = None
-    if run.plan_id and run.plan_version:
-        steps = await db(plans.steps_by_task_key)(run.plan, run.plan_version)
-        await ctx.emit("crew_plan.approved", {"plan_id": run.plan_id, "version": run.plan_version})
+async def _run_crew(start: _Start) -> str:
+    ctx, run, spec = start.ctx, start.run, start.crew
+    assert spec is not None
+    steps = start.steps
+    if steps is not None:
+        if start.announce_plan:
+            await ctx.emit("crew_plan.approved", {"plan_id": run.plan_id, "version": run.plan_version})
     elif spec.planning:
         steps = await _plan_in_run(ctx, run, spec)
-    result = await run_crew(ctx, spec, plan=steps, done=done)
+    result = await run_crew(ctx, spec, plan=steps, done=start.done)
     if result.failed:
         raise RunFailed(result.error)
     return result.output

@@ -232,6 +232,31 @@ def test_an_edited_and_approved_plan_is_used_verbatim_without_the_planner(builde
     assert "crew_plan.started" not in event_types(run)
 
 
+def test_a_resumed_run_does_not_announce_its_plan_twice(builder, monkeypatch):
+    from planner_site.worker import run_stop_hooks
+
+    crew = make_crew(builder, planning=True)
+    plan = plans.plan_approve(actor=builder, plan=drafted_plan(builder, crew))
+
+    def stop_the_worker(_request: Any) -> str:
+        run_stop_hooks()  # the process is shutting down while the first task's call is out
+        return "Final Answer: cut short"
+
+    scripted(monkeypatch, [stop_the_worker], default="Final Answer: done")
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, plan=plan, enqueue=False)
+    runner.execute(run.pk)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.INTERRUPTED
+
+    runs.run_resume(actor=builder, run=run)
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    types = event_types(run)
+    assert types.count("crew_plan.approved") == 1
+    assert types.index("crew_plan.approved") < types.index("run.interrupted")
+
+
 def test_a_stale_version_is_a_conflict_and_saves_nothing(builder):
     crew = make_crew(builder)
     research = crew.tasks.order_by("order").first()
