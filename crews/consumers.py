@@ -127,21 +127,22 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
     async def run_event(self, message: dict[str, Any]) -> None:
         """A live event from the group (``run.event``)."""
         event: EventPayload = message["event"]
+        text = message.get("text")
         seq = event["seq"]
         if seq is None:  # ephemeral (a streamed LLM delta): never stored, never replayed
             if self.deltas:
-                await self.emit(event)
+                await self.emit(event, text)
             return
         if seq <= self.last_sent:
             return  # already sent, from the replay or a gap fill
         if seq > self.last_sent + 1:
             await self.catch_up(upto=seq - 1)
         if seq > self.last_sent:
-            await self.send_event(event)
+            await self.send_event(event, text)
 
-    async def send_event(self, event: EventPayload) -> None:
+    async def send_event(self, event: EventPayload, text: str | None = None) -> None:
         assert event["seq"] is not None
-        await self.emit(event)
+        await self.emit(event, text)
         self.last_sent = event["seq"]
 
     # Formatting: one message per event --------------------------------------------------------
@@ -149,7 +150,8 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
     def configure(self, params: dict[str, list[str]]) -> None:
         return None
 
-    async def emit(self, event: EventPayload) -> None:
+    async def emit(self, event: EventPayload, text: str | None = None) -> None:
+        """Send the event; ``text`` is its JSON when it came live (``broadcast`` encoded it)."""
         raise NotImplementedError
 
 
@@ -161,8 +163,8 @@ class RunEventsJsonConsumer(RunEventsConsumer):
     def configure(self, params: dict[str, list[str]]) -> None:
         self.deltas = params.get("deltas", ["0"])[-1].lower() in ("1", "true", "yes")
 
-    async def emit(self, event: EventPayload) -> None:
-        await self.send(text_data=json.dumps(event))
+    async def emit(self, event: EventPayload, text: str | None = None) -> None:
+        await self.send(text_data=text if text is not None else json.dumps(event))
 
 
 class RunEventsHtmlConsumer(RunEventsConsumer):
@@ -181,7 +183,7 @@ class RunEventsHtmlConsumer(RunEventsConsumer):
     def configure(self, params: dict[str, list[str]]) -> None:
         self.language = _language(self.scope)
 
-    async def emit(self, event: EventPayload) -> None:
+    async def emit(self, event: EventPayload, text: str | None = None) -> None:
         if self.view is None:  # the first message: the page has every event up to last_sent
             self.view, self.can_write = await _page_view(self.scope["user"], self.run_id, self.last_sent)
         if event["type"] == "crew_plan.approved":  # the page lists the approved plan's steps

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+import json
+from typing import Any, NotRequired, TypedDict
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -37,6 +38,8 @@ class EventPayload(TypedDict):
 class RunEventMessage(TypedDict):
     type: str  # always "run.event": consumers handle it in run_event()
     event: EventPayload
+    # The event as API.md's JSON, encoded once here rather than once per socket.
+    text: NotRequired[str]
 
 
 async def broadcast(run_id: int, event: EventPayload) -> None:
@@ -45,7 +48,7 @@ async def broadcast(run_id: int, event: EventPayload) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    message: RunEventMessage = {"type": "run.event", "event": event}
+    message: RunEventMessage = {"type": "run.event", "event": event, "text": json.dumps(event)}
     group = run_group(run_id) if event["seq"] is not None else deltas_group(run_id)
     await layer.group_send(group, message)
 

@@ -144,6 +144,24 @@ async def test_a_live_event_arrives_once_even_when_the_replay_had_it(finished_ru
     await communicator.disconnect()
 
 
+async def test_a_live_frame_is_the_json_broadcast_encoded_once_for_every_socket(finished_run, headers):
+    count = len(await stored(finished_run))
+    communicator = await connect(f"/ws/api/runs/{finished_run.pk}/", headers)
+    await receive_json(communicator, count)
+    live = await store(finished_run, "run.resumed", {"note": "é"})
+    older = await store(finished_run, "run.started", {"worker": "w2"})
+
+    await broadcast(finished_run.pk, live)
+    await get_channel_layer().group_send(  # as a sender without the encoded text would
+        run_group(finished_run.pk), {"type": "run.event", "event": older}
+    )
+
+    assert [await communicator.receive_from(timeout=3) for _ in range(2)] == [
+        json.dumps(live), json.dumps(older)
+    ]
+    await communicator.disconnect()
+
+
 async def test_a_gap_in_the_live_stream_is_filled_from_the_database(finished_run, headers):
     count = len(await stored(finished_run))
     communicator = await connect(f"/ws/api/runs/{finished_run.pk}/", headers)
