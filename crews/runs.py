@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
+from django_tasks_db.backend import DatabaseBackend
 
 from agents.bridge import agent_snapshot
 from agents.models import Agent
@@ -28,9 +29,17 @@ MAX_INPUT_CHARS = 20_000
 
 
 def _enqueue(run: Run) -> None:
+    """Queue the run's task. A task stored in the database (django-tasks-db, as deployed) is
+    written in the caller's transaction, so the run and its task commit together: a process that
+    died in between would otherwise leave a run queued forever with no task to run it. (The
+    worker doorbell still rings only once that commit is done.) Any other backend, such as the
+    immediate one of tests, would run or send the task at once: it gets it after the commit."""
     from crews.tasks import execute_run
 
-    transaction.on_commit(lambda: execute_run.enqueue(run.pk))
+    if isinstance(execute_run.get_backend(), DatabaseBackend):
+        execute_run.enqueue(run.pk)
+    else:
+        transaction.on_commit(lambda: execute_run.enqueue(run.pk))
 
 
 def _check_rate(actor: Any) -> None:

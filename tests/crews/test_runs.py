@@ -201,6 +201,30 @@ def body_of(plan: Plan) -> dict[int, list[dict[str, Any]]]:
     }
 
 
+DATABASE_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+
+
+def test_a_run_and_its_task_commit_together(builder, settings):
+    from django.db import transaction
+    from django_tasks_db.models import DBTaskResult
+
+    settings.TASKS = DATABASE_TASKS
+    crew = make_crew(builder)
+
+    with transaction.atomic():
+        run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"})
+        # Written with the run, not after the commit: a process dying in between loses both.
+        assert DBTaskResult.objects.get().args_kwargs == {"args": [run.pk], "kwargs": {}}
+
+    class Died(Exception):
+        pass
+
+    with pytest.raises(Died), transaction.atomic():
+        runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"})
+        raise Died
+    assert Run.objects.count() == DBTaskResult.objects.count() == 1
+
+
 def test_an_edited_and_approved_plan_is_used_verbatim_without_the_planner(builder, monkeypatch):
     crew = make_crew(builder, planning=True)
     research, report = crew.tasks.order_by("order")
