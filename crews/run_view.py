@@ -191,6 +191,10 @@ def _labels_now() -> dict[str, dict[str, str]]:
             "step": _("working on a step"), "react": _("thinking"), "synthesis": _("writing the answer"),
             "aggregate": _("writing the answer"), "manager": _("managing"), "test": _("test"),
         },
+        "task_head": {
+            "waiting": _("Waiting for you"), "drafting": _("Drafting"), "version": _("version %(v)s"),
+            "steps_done": _("%(done)s of %(total)s steps done"), "reused": _("Kept from the earlier run"),
+        },
         "step_parts": {
             "refined": _("refined"), "tool": _("tool: %(tool)s"), "result": _("Result"),
             "show_result": _("Show the result"), "skipped": _("Skipped: %(reason)s"),
@@ -589,6 +593,41 @@ class TaskView(_UsageAndOutput):
     @property
     def has_content(self) -> bool:
         return bool(self.plan or self.activity or self.approvals or self.feedback or self.output or self.error)
+
+    @property
+    def head_main_html(self) -> SafeString:
+        """The task head's mark, title and facts (status, agent, steps done, usage): built here,
+        not in the template, as the socket re-renders the head with most events (its usage
+        changes with every LLM call). Its actions (forms) stay in the ``task-head`` partial."""
+        words = labels("task_head")
+        if self.waits_for_person:
+            badge = f'<span class="badge badge--warning">{escape(words["waiting"])}</span>'
+        else:
+            drafting = bool(self.crew_plan) and self.crew_plan.get("status") == "drafting"  # type: ignore[union-attr]
+            badge = f'<span class="badge badge--{self.tone}">{escape(words["drafting"] if drafting else self.label)}</span>'
+        meta = [badge]
+        if self.agent:
+            meta.append(f'<span class="muted">{escape(self.agent)}</span>')
+        version = (self.crew_plan or {}).get("version")
+        if version:
+            meta.append(f'<span class="muted">{escape(words["version"] % {"v": version})}</span>')
+        steps = self.steps
+        if steps:
+            done = sum(1 for s in steps if s.status == "completed")
+            meta.append(f'<span class="muted">{escape(words["steps_done"] % {"done": done, "total": len(steps)})}</span>')
+        if self.llm_calls:
+            usage = ngettext("%(n)s LLM call · %(tokens)s tokens · %(cost)s",
+                             "%(n)s LLM calls · %(tokens)s tokens · %(cost)s", self.llm_calls)
+            usage %= {"n": self.llm_calls, "tokens": self.tokens, "cost": self.cost}
+            meta.append(f'<span class="muted task-head__usage">{escape(usage)}</span>')
+        if self.reused:
+            meta.append(f'<span class="badge badge--muted">{escape(words["reused"])}</span>')
+        number = f'<span class="task-head__number">{self.number}.</span> ' if self.number else ""
+        return mark_safe(  # noqa: S308 - every value is escaped above
+            f'<span class="task-head__mark" aria-hidden="true"></span><div class="task-head__main">'
+            f'<h3 id="task-{self.key}-title" class="task-head__title">{number}{escape(self.name)}</h3>'
+            f'<p class="task-head__meta">{chr(10).join(meta)}</p></div>'
+        )
 
 
 @dataclass(slots=True)
@@ -1466,6 +1505,10 @@ def render_event_html(view: RunView, event: dict[str, Any], *, can_write: bool) 
             html = change.context["entry"].html(oob=change.into is None)
         elif change.part in ("step", "step-head", "step-result"):
             html = change.context["step"].part_html(change.part, oob=change.into is None)
+        elif change.part == "delta":  # a new LLM call empties its stream area (every call: built here)
+            step_class = " stream--step" if change.context["step_stream"] else ""
+            html = (f'<div id="{change.context["target"]}" class="stream{step_class}" aria-live="polite" '
+                    f'tabindex="0" hx-swap-oob="true"></div>')
         else:
             html = render_to_string(f"crews/run_detail.html#{change.part}",
                                     {**base, **change.context, "oob": change.into is None}).strip()
