@@ -96,6 +96,20 @@ def check_budget(scope: BudgetScope, *, next_input_tokens: int = 0, tool_call: b
         raise BudgetExceeded("max_input_tokens", u.prompt_tokens + next_input_tokens, b.max_input_tokens)
 
 
+def completion_cap(scopes: list[BudgetScope], next_input_tokens: int) -> int | None:
+    """The most tokens the next answer may take without passing any scope's ``max_tokens``.
+
+    The budget is checked before each call, so without a cap one long answer could overshoot it
+    by up to the model's whole output. The prompt is estimated; at least one token is allowed.
+    """
+    left = [
+        s.budget.max_tokens - s.usage.total_tokens - next_input_tokens
+        for s in scopes
+        if s.budget.max_tokens is not None
+    ]
+    return max(1, min(left)) if left else None
+
+
 def estimate_tokens(request: LLMRequest) -> int:
     """A cheap upper-ish estimate (4 characters a token) used only for the input-token budget."""
     chars = sum(len(str(m.get("content") or "")) for m in request.messages)
@@ -164,13 +178,17 @@ class LLMCaller:
         ]
         for attempt in range(1, attempts + 1):
             self.cancel.raise_if_cancelled()
-            await self.check(scope, next_input_tokens=estimate_tokens(request))
+            input_tokens = estimate_tokens(request)
+            await self.check(scope, next_input_tokens=input_tokens)
             for limiter in limiters:
                 await limiter.acquire(self.cancel)
             self.cancel.raise_if_cancelled()
             await self.emit("llm.started", {"model": llm.model, "purpose": request.purpose}, step_id=step_id)
             started = self.clock.monotonic()
             sent, delta_cb = self._streaming(request, on_delta, step_id)
+            cap = completion_cap(self.scopes(scope), input_tokens)
+            if cap is not None:
+                sent = dataclasses.replace(sent, max_tokens=cap)
             try:
                 response = await self.cancel.race(self.gateway.complete(sent, on_delta=delta_cb))
             except RetryableLLMError as exc:

@@ -141,6 +141,11 @@ class LiteLLMGateway:
             kwargs["response_format"] = response_format(request.response_schema, request.purpose)
         if request.stop:
             kwargs["stop"] = request.stop
+        if request.max_tokens is not None:
+            # Newer OpenAI models take max_completion_tokens; cap whichever the LLM is set up with.
+            name = "max_completion_tokens" if "max_completion_tokens" in kwargs else "max_tokens"
+            own = kwargs.get(name)
+            kwargs[name] = min(request.max_tokens, own) if isinstance(own, int) and own > 0 else request.max_tokens
         if request.stream:
             kwargs["stream"] = True
             kwargs["stream_options"] = {"include_usage": True}

@@ -41,6 +41,9 @@ class LLMRequest:
     response_schema: dict[str, Any] | None = None  # JSON schema for a structured answer
     stop: list[str] | None = None
     stream: bool = False
+    # A cap on the answer's tokens: what a token budget has left (``LLMCaller``). The LLM's own
+    # ``max_tokens`` param, when lower, still wins.
+    max_tokens: int | None = None
 
 
 @dataclass(slots=True)

@@ -282,6 +282,28 @@ async def test_a_permanent_error_is_not_retried() -> None:
     assert sink.events[-1].data["retrying"] is False
 
 
+async def test_a_token_budget_caps_the_answer_to_what_it_has_left() -> None:
+    gateway = ScriptedGateway(default=answer(prompt=50, completion=10))
+    caller = caller_for(gateway, budget=Budget(max_tokens=100))
+    await caller.call(ask(text="x" * 40))  # estimated at 11 prompt tokens
+    await caller.call(ask(text="x" * 40), scope=BudgetScope(Budget(max_tokens=1000), Usage(), "agent"))
+    assert [r.max_tokens for r in gateway.requests] == [100 - 11, 100 - 60 - 11]
+
+
+async def test_a_budget_nearly_spent_still_lets_the_call_ask_for_one_token() -> None:
+    gateway = ScriptedGateway(default=answer(prompt=95, completion=1))
+    caller = caller_for(gateway, budget=Budget(max_tokens=100))
+    await caller.call(ask())
+    await caller.call(ask(text="x" * 400))
+    assert [r.max_tokens for r in gateway.requests] == [100 - 1, 1]
+
+
+async def test_without_a_token_budget_the_answer_is_not_capped() -> None:
+    gateway = ScriptedGateway(["ok"])
+    await caller_for(gateway, budget=Budget(max_cost_usd=1.0)).call(ask())
+    assert gateway.requests[0].max_tokens is None
+
+
 async def test_a_streamed_call_without_a_callback_emits_delta_events() -> None:
     sink = RecordingSink()
     caller = caller_for(ScriptedGateway(["streamed text"]), sink=sink)

@@ -120,6 +120,19 @@ async def test_llm_params_reach_the_server_but_cannot_override_what_the_gateway_
     assert request.authorization == f"Bearer {KEY}"
 
 
+async def test_a_budget_cap_reaches_the_server_unless_the_llms_own_max_tokens_is_lower(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.default = Reply.text("ok")
+    plain, capped = llm_for(fake_llm_server), llm_for(fake_llm_server, params={"max_tokens": 50})
+    newer = llm_for(fake_llm_server, params={"max_completion_tokens": 500})
+    for llm, cap in ((plain, 300), (capped, 30), (capped, 300), (newer, 300)):
+        await LiteLLMGateway().complete(ask(llm, max_tokens=cap))
+    bodies = [r.body for r in fake_llm_server.requests]
+    assert [b.get("max_tokens") for b in bodies] == [300, 30, 50, None]
+    assert bodies[3]["max_completion_tokens"] == 300
+
+
 async def test_stream_sends_deltas_in_order_and_they_join_to_the_content(
     fake_llm_server: FakeLLMServer,
 ) -> None:
