@@ -94,11 +94,6 @@ def tokens_text(n: int) -> str:
     return grouped(n)
 
 
-def cost_text(value: float | None) -> str:
-    """Costs as every page writes them (``planner_site.templatetags.money.usd``)."""
-    return usd(value)
-
-
 def duration_text(delta: timedelta | float | None) -> str:
     if delta is None:
         return "—"
@@ -273,7 +268,7 @@ class LLMCall:
 
     @property
     def cost(self) -> str:
-        return cost_text(self.cost_usd)
+        return usd(self.cost_usd)
 
     @property
     def latency(self) -> str:
@@ -530,7 +525,7 @@ class _UsageAndOutput:
 
     @property
     def cost(self) -> str:
-        return cost_text(self.cost_usd)
+        return usd(self.cost_usd)
 
     @property
     def output_html(self) -> SafeString:

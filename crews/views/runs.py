@@ -28,7 +28,6 @@ from crews.run_view import (
     RUN_SCOPE,
     RUN_STATUS_TONE,
     RunView,
-    cost_text,
     dom_key,
     duration_text,
     markdown,
@@ -271,10 +270,6 @@ class RunRow:
     @property
     def tokens(self) -> str:
         return tokens_text(self.run.prompt_tokens + self.run.completion_tokens)
-
-    @property
-    def cost(self) -> str:
-        return cost_text(float(self.run.cost_usd))
 
 
 def _history(request: HtmxHttpRequest, crew: Crew | None) -> HttpResponse:

@@ -650,6 +650,18 @@ def test_recent_runs_renders_for_the_crew_page(builder, monkeypatch):
 
     assert f"Run #{run.pk}" in html and 'data-status="succeeded"' in html
     assert reverse("crews:crew-runs", args=[run.crew.pk]) in html
+    assert " tokens · $0.0000" in html  # costs are written as on the run page (money.usd)
+
+
+def test_the_crew_page_writes_its_budget_and_planning_cost_as_the_run_pages_do(builder):
+    crew = make_crew(builder)
+    crew.budget_max_cost_usd = "2.5"
+    crew.save()
+
+    html = signed_in(builder).get(reverse("crews:crew-detail", args=[crew.pk])).content.decode()
+
+    assert "<dd>$2.50</dd>" in html
+    assert "$0.0000 · 0 tokens · 0 plans" in html and "US$" not in html
 
 
 # Asking an agent ---------------------------------------------------------------------------------
