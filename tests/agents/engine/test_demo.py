@@ -234,6 +234,26 @@ async def test_with_a_calculator_it_calls_the_tool_then_answers_with_its_result(
     assert "The tool returned: 84." in second.content
 
 
+async def test_a_denied_tool_call_is_not_tried_again_and_the_answer_quotes_the_denial() -> None:
+    """What a person's "Deny" sends back (react.py) reaches the answer: e2e test_tool_approval."""
+    messages = react_messages("What is 12 * 7?", "The number.")
+    first = await complete("react", messages, tools=[CALCULATOR])
+    [call] = first.tool_calls
+    denial = (
+        "The person supervising this run denied the use of 'calculator' with these arguments. "
+        "Their note: no. Do not try it again; continue without it."
+    )
+    messages += [
+        {"role": "assistant", "content": first.content, "tool_calls": [call.as_message_part()]},
+        {"role": "tool", "tool_call_id": call.id, "content": denial},
+    ]
+
+    second = await complete("react", messages, tools=[CALCULATOR])
+
+    assert second.tool_calls == []
+    assert "denied the use of 'calculator'" in second.content and "Their note: no." in second.content
+
+
 async def test_in_the_text_protocol_it_writes_an_action_and_reads_the_observation() -> None:
     system = PROMPTS.render(
         "react_system", **PERSONA, tools="calculator: math", tool_names="calculator"
