@@ -25,6 +25,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import Http404, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import render
 from django.urls import NoReverseMatch, path, reverse
 from django.utils.translation import gettext as _
@@ -37,6 +38,7 @@ from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post
 from crews import plans, runs, selectors
 from crews.forms_plans import KickoffForm
 from crews.models import Crew, Plan, Run, Task
+from crews.plan_view import EditorHtml
 from planner_site.errors import Conflict, DomainError, TooMany
 
 TEMPLATE = "crews/plan_detail.html"
@@ -165,11 +167,6 @@ def diff_versions(
     return PlanDiff(tasks, counts)
 
 
-def _version_tuples(plan: Plan, number: int) -> dict[int, list[StepTuple]]:
-    return {task_id: [(s.uid, s.text, s.pinned) for s in steps]
-            for task_id, steps in plans.current_steps(plan, number).items()}
-
-
 # What the editor shows ---------------------------------------------------------------------------
 
 
@@ -217,14 +214,18 @@ def note_label(note: str) -> str:
     return str(NOTE_LABELS.get(note, note))
 
 
-def _sections(plan: Plan, tasks: Sequence[Task], notes: Mapping[int, Mapping[str, Any]] | None = None) -> list[TaskSection]:
-    steps = plans.current_steps(plan) if plan.version else {}
+def _sections(plan: Plan, tasks: Sequence[Task], notes: Mapping[int, Mapping[str, Any]] | None = None, *,
+              only: int | None = None) -> list[TaskSection]:
+    """Every task's section, or with ``only`` that task's (an answer shows one section or card)."""
+    steps = plans.version_steps(plan, task_id=only) if plan.version else {}
     busy = set(plan.regenerating_task_ids or [])
     sections = []
     for number, task in enumerate(tasks, start=1):
+        if only is not None and task.pk != only:
+            continue
         task_steps = steps.get(task.pk, [])
-        rows = [StepRow(s.uid, s.text, s.pinned, i, i == 1, i == len(task_steps))
-                for i, s in enumerate(task_steps, start=1)]
+        rows = [StepRow(uid, text, pinned, i, i == 1, i == len(task_steps))
+                for i, (uid, text, pinned) in enumerate(task_steps, start=1)]
         section = TaskSection(task, number, rows, regenerating=task.pk in busy)
         for key, value in (notes or {}).get(task.pk, {}).items():
             setattr(section, key, value)
@@ -232,33 +233,56 @@ def _sections(plan: Plan, tasks: Sequence[Task], notes: Mapping[int, Mapping[str
     return sections
 
 
-def _versions(plan: Plan) -> list[dict[str, Any]]:
+def _versions(plan: Plan, *, since: int | None = None) -> list[dict[str, Any]]:
+    """The versions list's rows, newest first: all of them, or those after number ``since``."""
+    history = selectors.plan_version_history(plan=plan)
+    if since is not None:
+        history = history.filter(number__gt=since)
     return [
         {"number": v.number, "label": note_label(v.note), "who": v.created_by, "at": v.created_at}
-        for v in selectors.plan_version_history(plan=plan)
+        for v in history
     ]
 
 
 def _editor_context(request: HtmxHttpRequest, plan: Plan, *, notes: Mapping[int, Mapping[str, Any]] | None = None,
-                    **extra: Any) -> dict[str, Any]:
+                    task_id: int | None = None, saved_from: int | None = None, **extra: Any) -> dict[str, Any]:
+    """What the editor's template shows. An answer that swaps one section or card passes its
+    ``task_id`` (only that section is built); one that saved passes ``saved_from``, the version
+    the page showed, so the versions list gets only what is new (``versions_oob``)."""
     crew = plan.crew
     can_write = selectors.crew_can_write(user=request.user, crew=crew)
     waiting_run = selectors.plan_waiting_run(plan=plan) if plan.status in EDITABLE else None
-    sections = _sections(plan, selectors.crew_tasks(crew=crew), notes)
+    sections = _sections(plan, selectors.crew_tasks(crew=crew), notes, only=task_id)
     context: dict[str, Any] = {
         "plan": plan,
         "crew": crew,
         "sections": sections,
-        "step_count": sum(len(s.steps) for s in sections),
         "can_edit": can_write and plan.status in EDITABLE,
         "can_write": can_write,
         "generating": plan.status == Plan.Status.GENERATING,
         "waiting_run": waiting_run,
-        "versions": _versions(plan),
+        # Versions are numbered 1, 2, … with no gaps: each save adds the next one.
+        "version_numbers": range(plan.version, 0, -1),
         "demo_llm": plan.llm is not None and plan.llm.is_demo,
         "regenerating": bool(plan.regenerating_task_ids),
     }
+    if task_id is None:
+        context["step_count"] = sum(len(s.steps) for s in sections)
+    if saved_from is not None and plan.version == saved_from:
+        context["versions_oob"] = ""  # nothing saved: the list on the page is the current one
+    elif saved_from and plan.version == saved_from + 1:
+        # One save since the page's version: the new row, and the row before it (no longer
+        # current), instead of the whole history.
+        context["versions_oob"] = "added"
+        context["added_versions"] = _versions(plan, since=saved_from - 1)
+    else:
+        context["versions_oob"] = "all"
+        context["versions"] = _versions(plan)
     context.update(extra)
+    context["editor_html"] = EditorHtml(
+        plan_id=plan.pk, version=plan.version, approved_version=plan.approved_version, csrf_token=get_token(request),
+        can_edit=context["can_edit"], focus_uid=context.get("focus_uid"),
+    )
     return context
 
 
@@ -319,16 +343,17 @@ EDIT_ERRORS = (ValidationError, Conflict, TooMany)
 
 def _find_step(plan: Plan, uid: int) -> tuple[int, list[dict[str, Any]], int]:
     """The step's task, that task's steps as ``plan_update`` takes them, and the step's index."""
-    for task_id, steps in plans.current_steps(plan).items():
+    for task_id, steps in plans.version_steps(plan).items():
         for index, step in enumerate(steps):
-            if step.uid == uid:
-                return task_id, [{"id": s.uid, "text": s.text, "pinned": s.pinned} for s in steps], index
+            if step[0] == uid:
+                return task_id, [{"id": u, "text": text, "pinned": pinned} for u, text, pinned in steps], index
     raise Conflict(_("This step is no longer in the plan: it changed elsewhere. Reload the plan."),
                    code="stale_version")
 
 
 def _task_rows(plan: Plan, task_id: int) -> list[dict[str, Any]]:
-    return [{"id": s.uid, "text": s.text, "pinned": s.pinned} for s in plans.current_steps(plan).get(task_id, [])]
+    steps = plans.version_steps(plan, task_id=task_id).get(task_id, [])
+    return [{"id": uid, "text": text, "pinned": pinned} for uid, text, pinned in steps]
 
 
 def _save(request: HtmxHttpRequest, plan: Plan, task_id: int, rows: list[dict[str, Any]], note: str) -> Plan:
@@ -362,7 +387,8 @@ def _task_saved(request: HtmxHttpRequest, plan: Plan, task_id: int, status_text:
         messages.success(request, status_text)
         url = reverse("crews:plan-detail", args=[plan.pk]) + (f"?{query}" if query else "")
         return redirect_after_post(request, url + f"#{anchor or f'plan-task-{task_id}'}")
-    context = _editor_context(request, plan, notes=notes, save_status=status_text, focus_uid=focus_uid)
+    context = _editor_context(request, plan, task_id=task_id, saved_from=_posted_version(request), notes=notes,
+                              save_status=status_text, focus_uid=focus_uid)
     context["section"] = _section(context, task_id)
     return render(request, f"{TEMPLATE}#task-update", context)
 
@@ -462,10 +488,11 @@ def plan_detail(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     undo_uid, deleted_in = _int(request.GET.get("undo")), _int(request.GET.get("deleted_in"))
     if undo_uid and deleted_in:
         notes = _undo_notes(plan, undo_uid, deleted_in)
-    context = _editor_context(request, plan, notes=notes)
     if not request.htmx:
-        return render(request, TEMPLATE, context)
+        return render(request, TEMPLATE, _editor_context(request, plan, notes=notes))
     task_id, uid = _int(request.GET.get("task")), _int(request.GET.get("step"))
+    # A task's section (polled every second while it regenerates) needs only that task's steps.
+    context = _editor_context(request, plan, notes=notes, task_id=task_id)
     if task_id is not None:
         context["section"] = section = _section(context, task_id)
         if section.regenerating:
@@ -496,10 +523,10 @@ def _undo_notes(plan: Plan, uid: int, deleted_in: int) -> dict[int, dict[str, An
     """The "Step deleted — Undo" notice for a step deleted in version ``deleted_in``."""
     if deleted_in < 2 or deleted_in > plan.version:
         return {}
-    for task_id, steps in plans.current_steps(plan, deleted_in - 1).items():
-        for index, step in enumerate(steps):
-            if step.uid == uid:
-                undo = {"uid": uid, "deleted_in": deleted_in, "text": step.text, "number": index + 1}
+    for task_id, steps in plans.version_steps(plan, deleted_in - 1).items():
+        for index, (step_uid, text, _pinned) in enumerate(steps):
+            if step_uid == uid:
+                undo = {"uid": uid, "deleted_in": deleted_in, "text": text, "number": index + 1}
                 return {task_id: {"undo": undo}}
     return {}
 
@@ -532,7 +559,8 @@ def plan_step_update(request: HtmxHttpRequest, plan_id: int, uid: int) -> HttpRe
     if not request.htmx:
         return _task_saved(request, plan, task_id, status_text, anchor=f"step-{uid}")
     # Only this step's card is swapped, so another step opened meanwhile stays open.
-    context = _editor_context(request, plan, save_status=status_text)
+    context = _editor_context(request, plan, task_id=task_id, saved_from=_posted_version(request),
+                              save_status=status_text)
     context["section"] = section = _section(context, task_id)
     context["step"] = _step(section, uid)
     return render(request, f"{TEMPLATE}#step-update", context)
@@ -782,11 +810,10 @@ def plan_diff(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     start = _int(request.GET.get("from"))
     start = max(to - 1, 1) if start is None else start
     context = _editor_context(request, plan, diff_from=start, diff_to=to)
-    numbers = {v["number"] for v in context["versions"]}
-    if start not in numbers or to not in numbers:
+    if start not in context["version_numbers"] or to not in context["version_numbers"]:
         context["diff_error"] = _("Choose two versions this plan has (1 to %(n)s).") % {"n": plan.version}
     else:
-        diff = diff_versions(_version_tuples(plan, start), _version_tuples(plan, to),
+        diff = diff_versions(plans.version_steps(plan, start), plans.version_steps(plan, to),
                          [s.task.pk for s in context["sections"]])
         names = {s.task.pk: s.task.name for s in context["sections"]}
         context["diff"] = diff

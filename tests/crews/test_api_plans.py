@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from ninja.testing import TestClient
 
-from crews.models import Plan, PlanVersion
+from crews.models import Plan, PlanStep, PlanVersion
 from planner_site.api import api
 from tests.crews.api_helpers import (
     approve,
@@ -175,6 +175,23 @@ def test_versions_are_listed_newest_first_and_each_reads_as_it_was(client, build
     assert new["version"] == 2 and steps_of(new)[research.pk][0]["text"] == "Only this"
     page = client.get(f"/plans/{plan['id']}/versions?limit=1&offset=1", user=builder).json()
     assert [v["number"] for v in page["items"]] == [1]
+
+
+def test_an_edit_of_one_task_leaves_every_version_with_steps_of_its_own(client, builder, crew, plan):
+    research, report = crew.tasks.order_by("order")
+    put(client, builder, plan["id"], [{"task_id": research.pk, "steps": [{"text": "Only this"}]}])
+    put(client, builder, plan["id"], [{"task_id": research.pk, "steps": [{"text": "Now this"}]}], if_match=2)
+
+    rows = {n: list(PlanStep.objects.filter(version__plan_id=plan["id"], version__number=n)
+                    .order_by("task__order", "order").values_list("version_id", "uid", "task_id", "text"))
+            for n in (1, 2, 3)}
+
+    kept = [(uid, text) for _v, uid, task, text in rows[1] if task == report.pk]
+    for n in (2, 3):  # the task left out is copied into each version, ids and texts alike
+        assert [(uid, text) for _v, uid, task, text in rows[n] if task == report.pk] == kept
+        assert len({version for version, *_rest in rows[n]}) == 1
+    assert [text for *_rest, task, text in rows[3] if task == research.pk] == ["Now this"]
+    assert rows[1][0][0] != rows[2][0][0] != rows[3][0][0]  # rows of their own, never shared
 
 
 def test_a_missing_version_is_404(client, builder, plan):

@@ -103,7 +103,7 @@ def test_crew_page_has_a_kickoff_panel_with_inputs_defaults_planner_and_cost(
     assert 'name="inputs-current_year"' in html and 'value="2026"' in html
     assert ">Draft plan<" in html and ">Run now<" in html
     assert "Offline demo model" in html  # the planner is the demo model, and the panel says so
-    assert "US$ 0.0000 · 0 tokens · 0 plans" in html
+    assert "$0.0000 · 0 tokens · 0 plans" in html
     assert "Recent runs" in html
 
 
@@ -114,7 +114,7 @@ def test_planning_cost_and_latest_plans_add_up_the_crews_plans(
 
     html = client.get(url("crew-detail", crew.pk)).content.decode()
 
-    assert "US$ 0.0125 · 120 tokens · 1 plan" in html
+    assert "$0.0125 · 120 tokens · 1 plan" in html
     assert f'href="{url("plan-detail", plan.pk)}"' in html and ">Draft<" in html
 
 
@@ -227,9 +227,14 @@ def test_editing_a_step_saves_a_new_version_and_answers_with_its_card(
     assert response.status_code == 200
     assert html.lstrip().startswith(f'<li class="step" id="step-{step.uid}"')  # only its card
     assert "Read the tide tables" in html
-    # Out of band: every form's version input, the head and the versions list follow the save.
+    # Out of band: every form's version input and the head follow the save; the versions list
+    # gets the new version on top and the one before it without "Current", not the whole list.
     assert 'value="2" class="plan-version" hx-swap-oob="outerHTML:.plan-version"' in html
-    assert 'id="plan-versions" class="panel plan-versions" aria-labelledby="plan-versions-heading" hx-swap-oob="true"' in html
+    assert 'id="plan-head" class="plan-head" hx-swap-oob="true"' in html
+    assert re.search(r'<ol hx-swap-oob="afterbegin:#plan-versions-list">\s*<li class="version version--current" id="plan-version-2">', html)
+    assert re.search(r'<li class="version" id="plan-version-1" hx-swap-oob="true">', html)
+    assert 'id="plan-compare" hx-swap-oob="true"' in html and '<option value="2" selected>v2</option>' in html
+    assert 'id="plan-versions"' not in html
     assert "Saved: version 2." in html
     saved = steps(plan, task)[0]
     assert plan.version == 2 and (saved.uid, saved.text) == (step.uid, "Read the tide tables")
@@ -575,6 +580,58 @@ def test_step_text_from_the_llm_is_escaped(client: Client, builder: Any, crew: C
     html = client.get(url("plan-detail", plan.pk)).content.decode()
 
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_step_cards_escape_the_step_text_and_speak_portuguese(client: Client, builder: Any, crew: Crew, plan: Plan) -> None:
+    task = first_task(crew)
+    text = 'Check <img src=x onerror="alert(1)"> & the tide\'s "height"'
+    plans.plan_update(actor=builder, plan=plan, expected_version=1,
+                      tasks=[{"task_id": task.pk, "steps": [{"text": text, "pinned": True}, {"text": "Then more"}]}])
+    first = steps(plan, task)[0]
+
+    html = client.get(url("plan-detail", plan.pk), HTTP_ACCEPT_LANGUAGE="pt-br").content.decode()
+
+    assert "<img" not in html and escape(text) in html
+    card = html[html.index(f'<li class="step step--pinned" id="step-{first.uid}"'):]
+    card = card[:card.index("</li>")]
+    assert f'aria-label="Editar: etapa 1" href="{url("plan-step-update", plan.pk, first.uid)}"' in card
+    assert 'aria-label="Mover para cima: etapa 1" disabled>' in card  # the first step cannot go up
+    assert 'name="pinned" value="0"' in card and ">Desafixar<" in card
+    assert card.count('name="csrfmiddlewaretoken"') == 3 and card.count('value="2" class="plan-version"') == 3
+
+
+def test_a_regenerating_tasks_steps_and_a_viewers_have_no_controls(
+    client: Client, viewer: Any, crew: Crew, plan: Plan
+) -> None:
+    research, report = crew.tasks.order_by("order")
+    Plan.objects.filter(pk=plan.pk).update(regenerating_task_ids=[research.pk])
+
+    html = client.get(url("plan-detail", plan.pk)).content.decode()
+
+    busy, other = steps(plan, research)[0], steps(plan, report)[0]
+    assert f'id="step-{busy.uid}"' in html and f'id="step-{busy.uid}-edit"' not in html
+    assert f'data-edit-link="step-{busy.uid}-edit"' not in html and f'id="step-{other.uid}-edit"' in html
+
+
+def test_a_save_sends_the_versions_list_only_what_changed(client: Client, crew: Crew, plan: Plan) -> None:
+    task = first_task(crew)
+    uids = [s.uid for s in steps(plan, task)]
+
+    saved = client.post(url("plan-task-reorder", plan.pk, task.pk), {"order": uids[::-1], "version": 1}, **HX)
+    same = client.post(url("plan-task-reorder", plan.pk, task.pk), {"order": uids[::-1], "version": 2}, **HX)
+    page = client.get(url("plan-detail", plan.pk)).content.decode()
+
+    html = saved.content.decode()
+    assert '<ol hx-swap-oob="afterbegin:#plan-versions-list"><li class="version version--current" id="plan-version-2">' in html
+    assert '<li class="version" id="plan-version-1" hx-swap-oob="true">' in html and "Restore version 1" in html
+    assert 'id="plan-versions"' not in html
+    nothing = same.content.decode()
+    assert "No changes." in nothing and "plan-version-" not in nothing and 'id="plan-compare"' not in nothing
+    # The page the answers keep up to date: rows with ids, newest first, in a list with an id.
+    assert re.search(r'<ol class="versions" role="list" id="plan-versions-list">\s*<li class="version version--current" '
+                     r'id="plan-version-2">', page)
+    assert page.index('id="plan-version-2"') < page.index('id="plan-version-1"')
+    assert '<option value="1" selected>v1</option>' in page and '<option value="2" selected>v2</option>' in page
 
 
 # The diff function ------------------------------------------------------------------------------
