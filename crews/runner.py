@@ -136,19 +136,22 @@ def _poll(run_id: int, followers: DeltaFollowers, *, beat: bool) -> bool:
 
 async def _watch(run_id: int, token: CancelToken, followers: DeltaFollowers) -> None:
     """Heartbeat, a stop request made in another process, and who follows the deltas, polled
-    while the run works."""
+    while the run works. The first poll waits a period: the claim has just beaten and looked for
+    a stop request, and the context asked about followers (most short runs never poll)."""
     beat = settings.PLANNER_RUN_HEARTBEAT_SECONDS
-    since_beat = beat
+    since_beat = 0.0
     poll = db(_poll)
-    while not token.cancelled:
+    while True:
+        await asyncio.sleep(WATCH_SECONDS)
+        since_beat += WATCH_SECONDS
+        if token.cancelled:
+            return
         stop = await poll(run_id, followers, beat=since_beat >= beat)
         if since_beat >= beat:
             since_beat = 0.0
         if stop:
             token.cancel("cancelled")
             return
-        await asyncio.sleep(WATCH_SECONDS)
-        since_beat += WATCH_SECONDS
 
 
 def _context(run: Run, token: CancelToken, budget: Budget, followers: DeltaFollowers,

@@ -187,9 +187,15 @@ def _transition(run_id: int, status: str, event: str | None, data: dict[str, Any
 
 
 def run_claim(*, run_id: int, worker_id: str) -> Run | None:
-    """A worker takes a queued run; a run stopped before it started ends here as cancelled."""
+    """A worker takes a queued run; a run stopped before it started ends here as cancelled.
+
+    Reads only what it decides on: the snapshot (the crew's whole definition) is the runner's.
+    """
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        run = (
+            Run.objects.select_for_update().only("id", "status", "cancel_requested", "started_at")
+            .filter(pk=run_id).first()
+        )
         if run is None or run.status != S.QUEUED:
             return None
         now = timezone.now()
