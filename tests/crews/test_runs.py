@@ -159,6 +159,28 @@ def test_executing_a_run_twice_does_nothing_the_second_time(builder, monkeypatch
     assert gateway.calls == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_events_recorded_at_once_by_two_processes_keep_one_gapless_log(builder):
+    from crews.bridge import record_event
+
+    run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "tides"}, enqueue=False)
+
+    def record(kind: str) -> None:  # the web side (a stop) and the worker, each on its connection
+        for _ in range(40):
+            record_event(run.pk, "llm.completed", {"prompt_tokens": 2, "completion_tokens": 1, "cost_usd": 0.5},
+                         task_id=None, step_id=kind)
+
+    workers = [Background(lambda kind=kind: record(kind)) for kind in ("web", "worker")]
+    for worker in workers:
+        worker.join(timeout=60)
+
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, 82))  # run.queued, then the 80 recorded here
+    run.refresh_from_db()
+    assert run.last_seq == 81
+    assert (run.prompt_tokens, run.completion_tokens, run.llm_calls, run.cost_usd) == (160, 80, 80, Decimal("40"))
+
+
 def test_a_crew_that_plans_can_run_without_a_plan(demo_crew, builder):
     run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"}, planning=False)
 
