@@ -148,6 +148,35 @@ def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None) -> int:
     return int(row[0])
 
 
+_EVENT_FIELDS = ("run", "seq", "type", "task_id", "step_id", "data", "at")
+
+
+@functools.cache
+def _insert_event_sql(vendor: str, returning: bool) -> str:
+    """The INSERT behind ``_insert_event`` (built once per database kind)."""
+    quote = connection.ops.quote_name
+    meta = RunEvent._meta
+    columns = ", ".join(quote(meta.get_field(name).column) for name in _EVENT_FIELDS)
+    sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(_EVENT_FIELDS))})"
+    return f"{sql} RETURNING {quote(meta.pk.column)}" if returning else sql
+
+
+def _insert_event(event: RunEvent) -> None:
+    """``event.save()`` for a new row, in one prepared statement: the ORM's save builds and
+    compiles an InsertQuery for every event of every run. Values go through the fields' own
+    ``get_db_prep_save``, as save() does (JSON, datetimes)."""
+    meta = RunEvent._meta
+    params = [meta.get_field(name).get_db_prep_save(getattr(event, meta.get_field(name).attname), connection)
+              for name in _EVENT_FIELDS]
+    returning = connection.features.can_return_columns_from_insert
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_event_sql(connection.vendor, returning), params)
+        event.pk = cursor.fetchone()[0] if returning else connection.ops.last_insert_id(
+            cursor, meta.db_table, meta.pk.column)
+    event._state.adding = False
+    event._state.db = connection.alias
+
+
 @transaction.atomic
 def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
                  task_id: int | None = None, step_id: str | None = None) -> RunEvent:
@@ -162,9 +191,10 @@ def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
         usage = (int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0),
                  Decimal(str(data.get("cost_usd") or 0)))
     seq = _take_seq(run_id, usage)
-    event = RunEvent.objects.create(
+    event = RunEvent(
         run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
     )
+    _insert_event(event)
     if usage is not None and task_id is not None:
         prompt, completion, cost = usage
         RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(
