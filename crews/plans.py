@@ -63,8 +63,7 @@ def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Seque
     database copies those rows itself: an edit of one step costs one task's rows here, not the
     whole plan's, and every version still has rows of its own (versions stay immutable).
     """
-    plan = Plan.objects.select_for_update().get(pk=plan.pk)
-    number = plan.version + 1
+    number = plan.version + 1  # ``plan`` is locked (select_for_update) by every caller
     version = PlanVersion.objects.create(plan=plan, number=number, note=note, created_by=actor)
     if keep is not None:
         source = PlanVersion.objects.values_list("pk", flat=True).get(plan=plan, number=keep)
@@ -164,7 +163,7 @@ def _parse_body(plan: Plan, tasks: Any, known_uids: Collection[int]) -> dict[int
     """The body's tasks and their steps; a step's id must be one of ``known_uids`` (the plan's)."""
     if not isinstance(tasks, list):
         raise ValidationError({"tasks": _("Give a list of tasks with their steps.")})
-    crew_tasks = set(plan.crew.tasks.values_list("pk", flat=True))
+    crew_tasks = set(Task.objects.filter(crew_id=plan.crew_id).values_list("pk", flat=True).order_by())
     parsed: dict[int, list[StepTuple]] = {}
     seen_uids: set[int] = set()
     for i, entry in enumerate(tasks):

@@ -363,8 +363,10 @@ def _save(request: HtmxHttpRequest, plan: Plan, task_id: int, rows: list[dict[st
     if plan.status not in EDITABLE:  # the service says so too, in its words; this is earlier
         raise Conflict(_("This plan cannot be edited while it is %(status)s.")
                        % {"status": plan.get_status_display().lower()}, code="plan_state")
-    return plans.plan_update(actor=request.user, plan=plan, expected_version=_posted_version(request),
-                             tasks=[{"task_id": task_id, "steps": rows}], note=note)
+    saved = plans.plan_update(actor=request.user, plan=plan, expected_version=_posted_version(request),
+                              tasks=[{"task_id": task_id, "steps": rows}], note=note)
+    saved.crew, saved.llm = plan.crew, plan.llm  # an edit changes neither: no need to read them again
+    return saved
 
 
 def _plan_task(plan: Plan, task_id: int) -> Task:
