@@ -87,6 +87,31 @@
     }
   });
 
+  // The socket renders its parts without a request, so the plain forms among them ("Run
+  // again", "Resume", "Run again from this task" once a run ends live) carry no CSRF token.
+  // Such a form gets the page's own token (the one htmx sends, on <body hx-headers>) as it is
+  // submitted. Forms htmx sends (hx-post) have it in their header already.
+  page.addEventListener("submit", function (evt) {
+    var form = evt.target;
+    if (!form || (form.getAttribute("method") || "").toLowerCase() !== "post" ||
+        form.querySelector("input[name=csrfmiddlewaretoken]")) {
+      return;
+    }
+    var token = "";
+    try {
+      token = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || "";
+    } catch (e) {
+      return;
+    }
+    if (token) {
+      var input = document.createElement("input");
+      input.type = "hidden";
+      input.name = "csrfmiddlewaretoken";
+      input.value = token;
+      form.appendChild(input);
+    }
+  }, true);
+
   // Connection state, shown in words (#conn-status) and as a class on the page.
   var conn = document.getElementById("conn-status");
 

@@ -182,6 +182,10 @@ def test_approve_the_plan_then_watch_steps_statuses_and_cost_change_live(page: P
     # Each step went from "to do" through "working" to "done" on this page, one event at a time.
     assert all(f"{head}:running" in seen and f"{head}:completed" in seen for head in step_heads), seen
     expect(cost).not_to_have_text(cost_before)
+    # A step's result, re-rendered by the socket, loads when its disclosure opens.
+    first_result = first.locator(".step-result__details").first
+    first_result.locator("summary").click()
+    expect(first_result.locator(".markdown")).to_have_text("Done: the step's result.")
     expect(first.locator(".task-head")).to_have_attribute("data-status", "done", timeout=20_000)
     expect(first.locator(".answer")).to_contain_text("Lisbon in two days")
 
@@ -196,6 +200,11 @@ def test_approve_the_plan_then_watch_steps_statuses_and_cost_change_live(page: P
     expect(page.get_by_role("button", name="Copy")).to_be_visible()
     assert still_same_page(page)
     assert shown_seqs(page) == stored_seqs(app_server, ids["run"])
+    # "Run again" came with the socket's last fragments (rendered without a request): it still
+    # posts with the page's CSRF token and opens the new run.
+    page.get_by_role("button", name="Run again", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/runs/\d+/$"))
+    expect(page).not_to_have_url(re.compile(rf"/runs/{ids['run']}/$"))
 
 
 def test_stop_a_run_and_see_it_stopped(page: Page, app_server: LiveServer, fake_model: Any) -> None:
@@ -267,10 +276,18 @@ def test_a_finished_runs_replay_and_run_again_from_a_task(page: Page, app_server
     expect(page.locator("#run-output")).to_contain_text("Lisbon in two days")
     expect(page.get_by_role("link", name="Download .md")).to_have_attribute("href", f"/runs/{ids['run']}/output.md")
     expect(page.locator('.step-head[data-status="completed"]')).to_have_count(3)
+    # Step results and the tasks' answers load when opened (the page does not carry them).
+    first = page.locator(f"#task-{ids['tasks'][0]}")
+    result = first.locator(".step-result__details").first
+    expect(result.locator(".markdown")).not_to_contain_text("Done: the step's result.")
+    result.locator("summary").click()
+    expect(result.locator(".markdown")).to_have_text("Done: the step's result.")
+    answer = first.locator(".answer")
+    answer.locator("summary").click()
+    expect(answer.get_by_role("heading", name="Lisbon in two days")).to_be_visible()
     page.get_by_role("button", name=re.compile(r"Run again from this task\W+Write the guide")).click()
 
     expect(page).not_to_have_url(re.compile(rf"/runs/{ids['run']}/$"))
-    first = page.locator(f"#task-{ids['tasks'][0]}")
     expect(first).to_contain_text("Kept from the earlier run")
     expect(page.locator("#run-status")).to_have_attribute("data-status", "succeeded", timeout=20_000)
 
