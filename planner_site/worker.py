@@ -207,12 +207,17 @@ class HeartbeatWorker(Worker):
         """django-tasks-db's claim, verbatim: lock the next ready task and mark it ours.
 
         Returns the task (or None) and whether the queue could be read (False: it was locked).
+        One difference: the queue is first peeked at without a lock. Most claims find nothing
+        (the one after every task, a ring another worker answered first), and on SQLite each
+        would take the database's write lock, which every run's event writes wait for.
         """
         tasks = DBTaskResult.objects.ready().filter(backend_name=self.backend_name)
         if not self.process_all_queues:
             tasks = tasks.filter(queue_name__in=self.queue_names)
         if self.excluded_queue_names:
             tasks = tasks.exclude(queue_name__in=self.excluded_queue_names)
+        if not tasks.exists():
+            return None, True
 
         with exclusive_transaction(tasks.db):
             try:

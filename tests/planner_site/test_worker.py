@@ -88,3 +88,18 @@ def test_the_task_enqueued_signal_rings_the_process_doorbell(monkeypatch: pytest
     monkeypatch.setattr(worker_module, "doorbell", bell)
     DatabaseBackend("default", {"QUEUES": ["default"]}).enqueue(execute_run, (987654,), {})
     assert bell.wait(0.01) is True
+
+
+@pytest.mark.django_db
+def test_a_claim_on_an_empty_queue_only_peeks_and_a_ready_task_is_claimed(django_assert_num_queries: Any) -> None:
+    from planner_site.worker import make_worker
+
+    worker = make_worker(worker_id="test-worker")
+    with django_assert_num_queries(1):  # no write lock taken for nothing
+        assert worker.claim() == (None, True)
+
+    enqueued = DatabaseBackend("default", {"QUEUES": ["default"]}).enqueue(execute_run, (987654,), {})
+    claimed, retrieved = worker.claim()
+    assert retrieved and claimed is not None and str(claimed.id) == str(enqueued.id)
+    assert claimed.worker_ids == ["test-worker"]
+    assert worker.claim() == (None, True)
