@@ -416,6 +416,24 @@ def test_a_steps_result_loads_when_its_disclosure_opens_or_on_its_own_page_witho
     assert f'href="{detail(run)}#step-run-k-s1"' in plain  # back to the step
 
 
+def test_a_finished_crew_runs_answers_load_when_opened_and_its_result_stays_on_the_page(builder, monkeypatch):
+    run = finished_run(builder, monkeypatch, answer="Final Answer: Task **done**.")
+    first = task_ids(run)[0]
+    seq = RunEvent.objects.get(run=run, type="task.completed", task_id=first).seq
+    answer_url = reverse("crews:run-step-result", args=[run.pk, seq])
+    client = signed_in(builder)
+
+    page = client.get(detail(run)).content.decode()
+    fragment = client.get(answer_url, HTTP_HX_REQUEST="true").content.decode()
+    plain = client.get(answer_url).content.decode()
+
+    answer = page[page.index(f'id="answer-{first}"'):]
+    assert f'hx-get="{answer_url}" hx-trigger="toggle once"' in answer[:600]
+    assert fragment.strip() == "<p>Task <strong>done</strong>.</p>"
+    assert "<h1>Answer</h1>" in plain and f'href="{detail(run)}#answer-{first}"' in plain
+    assert "Task <strong>done</strong>." in page  # the run's own result stays on the page
+
+
 def test_a_steps_result_is_a_404_for_another_user_or_an_event_that_is_not_a_result(builder, other_builder):
     run = _record_agent_run(builder)
     seq = RunEvent.objects.get(run=run, type="step.completed", step_id="k.s1").seq
