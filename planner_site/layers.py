@@ -10,7 +10,8 @@ also serves the sockets. This layer keeps its behaviour (expiry, group expiry, c
   a message may outlive its ``expiry`` (60 s) by up to that long.
 - ``group_send`` copies the message once and puts that copy straight into each member's queue:
   the members share it and must not change it (channels' consumers do not).
-- A channel's queue is made when it is first needed, not built and thrown away on every call.
+- A channel's queue is made when it is first needed and kept while it is in use, instead of one
+  new queue per message; the sweep drops empty queues that no ``receive`` waits on.
 
 Scale-out (several processes) uses ``channels_redis`` instead: see ``CHANNEL_LAYERS``.
 """
@@ -32,6 +33,7 @@ class LocalChannelLayer(InMemoryChannelLayer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._next_sweep = 0.0
+        self._receivers: dict[str, int] = {}  # channel -> receive() calls waiting on it
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
         assert isinstance(message, dict), "message is not a dict"
@@ -41,14 +43,19 @@ class LocalChannelLayer(InMemoryChannelLayer):
             raise ChannelFull(channel)
 
     async def receive(self, channel: str) -> dict[str, Any]:
-        self.require_valid_channel_name(channel)
         self._clean_expired()
-        queue = self._queue(channel)
+        queue = self.channels.get(channel)
+        if queue is None:  # a channel with a queue was checked when the queue was made
+            self.require_valid_channel_name(channel)
+            queue = self._queue(channel)
+        self._receivers[channel] = self._receivers.get(channel, 0) + 1
         try:
             _, message = await queue.get()
         finally:
-            if queue.empty():  # as channels does: an idle channel keeps no queue
-                self.channels.pop(channel, None)
+            if self._receivers[channel] == 1:
+                del self._receivers[channel]
+            else:
+                self._receivers[channel] -= 1
         return message
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
@@ -84,6 +91,10 @@ class LocalChannelLayer(InMemoryChannelLayer):
             return
         self._next_sweep = now + self.sweep_interval
         super()._clean_expired()
+        # Channels drops a queue as soon as a receive empties it, and makes a new one for the
+        # next; here the sweep drops the empty queues that nobody waits on.
+        for channel in [c for c, q in self.channels.items() if q.empty() and c not in self._receivers]:
+            del self.channels[channel]
 
     async def flush(self) -> None:
         await super().flush()

@@ -137,3 +137,20 @@ async def test_flush_forgets_everything(layer):
     await layer.flush()
 
     assert layer.channels == {} and layer.groups == {}
+
+
+async def test_the_sweep_drops_idle_empty_queues_but_not_one_a_receiver_waits_on(clock):
+    layer = LocalChannelLayer()
+    idle, waiting = await layer.new_channel(), await layer.new_channel()
+    await layer.send(idle, {"type": "x"})
+    await layer.receive(idle)  # now empty, and nobody receives
+    receiver = asyncio.ensure_future(layer.receive(waiting))
+    await asyncio.sleep(0)
+    assert {idle, waiting} <= set(layer.channels)
+
+    clock[0] += 1.5
+    await layer.group_send("run.1", {"type": "x"})  # sweeps
+
+    assert idle not in layer.channels and waiting in layer.channels
+    await layer.send(waiting, {"type": "x", "n": 1})
+    assert (await receiver)["n"] == 1
