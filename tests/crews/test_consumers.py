@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -12,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 from django.test import Client
 
-from crews import runner, runs, selectors
+from crews import consumers, runner, runs, selectors
 from crews.bridge import payload_of, record_event
 from crews.models import Run
 from crews.realtime import EventPayload, broadcast, deltas_followed, deltas_group, run_group
@@ -178,6 +179,44 @@ async def test_a_gap_in_the_live_stream_is_filled_from_the_database(finished_run
     assert frames[-1]["data"] == {"output": "late"}
     assert await communicator.receive_nothing(timeout=0.1)
     await communicator.disconnect()
+
+
+async def test_live_events_wait_for_the_replay_to_finish(finished_run, headers, monkeypatch):
+    everything = await stored(finished_run)
+    replay_started, replay_may_finish = asyncio.Event(), asyncio.Event()
+    real_stored_events = consumers._stored_events
+
+    async def slow_stored_events(*args: Any) -> list[EventPayload]:
+        replay_started.set()
+        await replay_may_finish.wait()
+        return await real_stored_events(*args)
+
+    monkeypatch.setattr(consumers, "_stored_events", slow_stored_events)
+    communicator = WebsocketCommunicator(application, f"/ws/api/runs/{finished_run.pk}/", headers=headers)
+    connecting = asyncio.ensure_future(communicator.connect())
+    await replay_started.wait()  # joined the group, reading the database
+    live = [await store(finished_run, "run.resumed", {"n": n}) for n in (1, 2)]
+    for event in live:
+        await broadcast(finished_run.pk, event)
+    replay_may_finish.set()
+    assert (await connecting)[0]
+
+    frames = await receive_json(communicator, len(everything) + 2)
+
+    assert [f["seq"] for f in frames] == list(range(1, len(everything) + 3))
+    assert await communicator.receive_nothing(timeout=0.1)
+    await communicator.disconnect()
+
+
+async def test_a_message_the_socket_cannot_handle_fails_it_as_in_channels(finished_run, headers):
+    count = len(await stored(finished_run))
+    communicator = await connect(f"/ws/api/runs/{finished_run.pk}/", headers)
+    await receive_json(communicator, count)
+
+    await get_channel_layer().group_send(run_group(finished_run.pk), {"type": "run.unknown"})
+
+    with pytest.raises(ValueError, match="No handler for message type run.unknown"):
+        await communicator.receive_output(timeout=0.5)  # the app's error, once it has failed
 
 
 async def test_deltas_are_skipped_unless_asked_for(finished_run, headers):
