@@ -17,6 +17,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
+from django.utils.cache import patch_vary_headers
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import reswap, retarget
@@ -143,7 +144,9 @@ def run_step_result(request: HtmxHttpRequest, run_id: int, seq: int) -> HttpResp
         raise Http404
     context: dict[str, Any] = {"run": run, "result_html": markdown(text)}
     if request.htmx:
-        return render(request, "crews/run_step_result.html#result", context)
+        response = render(request, "crews/run_step_result.html#result", context)
+        patch_vary_headers(response, ("HX-Request",))  # one URL, two answers: caches must tell them apart
+        return response
     task_key = str(task_id) if task_id is not None else RUN_SCOPE
     task_name = (RunTask.objects.filter(run_id=run.pk, task_id_snapshot=task_id).values_list("name", flat=True)
                  .first() if task_id is not None else None)
@@ -153,7 +156,9 @@ def run_step_result(request: HtmxHttpRequest, run_id: int, seq: int) -> HttpResp
         anchor = f"answer-{task_key}"
     step_number = (data.get("number") or "") if type_ == "step.completed" else None  # None: an answer
     context.update(step_number=step_number, task_name=task_name or "", back_url=_detail_url(run, anchor))
-    return render(request, "crews/run_step_result.html", context)
+    response = render(request, "crews/run_step_result.html", context)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 @require_POST

@@ -405,9 +405,11 @@ def test_a_steps_result_loads_when_its_disclosure_opens_or_on_its_own_page_witho
     client = signed_in(builder)
 
     page = client.get(detail(run)).content.decode()
-    fragment = client.get(result_url, HTTP_HX_REQUEST="true").content.decode()
+    response = client.get(result_url, HTTP_HX_REQUEST="true")
+    fragment = response.content.decode()
     plain = client.get(result_url).content.decode()
 
+    assert "HX-Request" in response["Vary"]  # the same URL answers htmx and a plain link
     # The page holds the link, not the result: htmx fetches it on the first "toggle".
     assert "<strong>Castle</strong>" not in page
     assert f'hx-get="{result_url}" hx-trigger="toggle once"' in page and f'<a href="{result_url}">' in page
