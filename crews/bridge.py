@@ -140,9 +140,9 @@ def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None) -> int:
     sql = _take_seq_sql(connection.vendor, usage is not None, returning)
     with connection.cursor() as cursor:
         cursor.execute(sql, [*(usage or ()), run_id])
-        if not returning:
-            cursor.execute(f"SELECT last_seq FROM {Run._meta.db_table} WHERE id = %s", [run_id])
-        row = cursor.fetchone()
+        row = cursor.fetchone() if returning else None
+    if not returning:  # the UPDATE holds the row until commit, so this reads our own number
+        row = Run.objects.filter(pk=run_id).values_list("last_seq").first()
     if row is None:
         raise Run.DoesNotExist(f"no run {run_id}")
     return int(row[0])

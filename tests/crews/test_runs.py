@@ -181,6 +181,20 @@ def test_events_recorded_at_once_by_two_processes_keep_one_gapless_log(builder):
     assert (run.prompt_tokens, run.completion_tokens, run.llm_calls, run.cost_usd) == (160, 80, 80, Decimal("40"))
 
 
+def test_without_returning_the_seq_is_read_back_under_the_same_lock(builder, monkeypatch):
+    from django.db import connection
+
+    from crews.bridge import record_event
+
+    run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "tides"}, enqueue=False)
+    monkeypatch.setattr(connection.features, "can_return_columns_from_insert", False)  # SQLite < 3.35
+    events = [record_event(run.pk, "llm.completed", {"prompt_tokens": 3, "completion_tokens": 2}) for _ in range(2)]
+
+    assert [e.seq for e in events] == [2, 3] and all(e.pk for e in events)
+    run.refresh_from_db()
+    assert (run.last_seq, run.prompt_tokens, run.completion_tokens, run.llm_calls) == (3, 6, 4, 2)
+
+
 def test_a_crew_that_plans_can_run_without_a_plan(demo_crew, builder):
     run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"}, planning=False)
 
