@@ -16,7 +16,7 @@ from django.test import Client
 from crews import consumers, runner, runs, selectors
 from crews.bridge import payload_of, record_event
 from crews.models import Run
-from crews.realtime import EventPayload, broadcast, deltas_followed, deltas_group, run_group
+from crews.realtime import EventPayload, broadcast, deltas_followed, run_group
 from planner_site.asgi import application
 from planner_site.tokens import token_create
 from tests.crews.run_helpers import make_crew, scripted
@@ -25,6 +25,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
 EVIL = "<script>alert('tides')</script>"
+DELTA: EventPayload = {"seq": None, "type": "llm.delta", "at": "2026-01-01T00:00:00Z",
+                       "task_id": None, "step_id": None, "data": {"text": "Hel"}}
 
 
 def session_headers(user: Any) -> list[tuple[bytes, bytes]]:
@@ -225,12 +227,9 @@ async def test_deltas_are_skipped_unless_asked_for(finished_run, headers):
     with_deltas = await connect(f"/ws/api/runs/{finished_run.pk}/?deltas=1", headers)
     await receive_json(plain, count)
     await receive_json(with_deltas, count)
-    delta: EventPayload = {"seq": None, "type": "llm.delta", "at": "2026-01-01T00:00:00Z",
-                           "task_id": None, "step_id": None, "data": {"text": "Hel"}}
+    await broadcast(finished_run.pk, DELTA)
 
-    await broadcast(finished_run.pk, delta)
-
-    assert await receive_json(with_deltas, 1) == [delta]
+    assert await receive_json(with_deltas, 1) == [DELTA]
     assert await plain.receive_nothing(timeout=0.1)
     await plain.disconnect()
     await with_deltas.disconnect()
@@ -248,16 +247,16 @@ async def test_only_sockets_that_show_deltas_join_the_deltas_group_and_count_as_
     ):
         sockets[name] = await connect(path.format(finished_run.pk), headers)
         await replay(sockets[name], count)
-    layer = get_channel_layer()
-
-    assert len(layer.groups[deltas_group(finished_run.pk)]) == 2
-    assert len(layer.groups[run_group(finished_run.pk)]) == 3
     assert deltas_followed(finished_run.pk)
+
+    await broadcast(finished_run.pk, DELTA)  # only to the deltas group
+    assert await receive_json(sockets["api"], 1) == [DELTA]
+    assert len(await receive_html(sockets["page"], 1)) == 1
+    assert await sockets["plain"].receive_nothing(timeout=0.1)
 
     for name in ("api", "page"):
         await sockets[name].disconnect()
     assert not deltas_followed(finished_run.pk)
-    assert deltas_group(finished_run.pk) not in layer.groups
     await sockets["plain"].disconnect()
 
 
