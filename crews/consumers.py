@@ -102,7 +102,7 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
                 reader.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
         for reader in done:
-            error = reader.exception()
+            error = None if reader.cancelled() else reader.exception()
             if error is not None and not isinstance(error, StopConsumer):
                 raise error
 
