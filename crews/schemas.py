@@ -463,12 +463,15 @@ class RunOut(Schema):
     def resolve_pending(obj: Run) -> dict[str, Any]:
         # Only what can be answered now: a stopped run's leftover requests have no reader.
         answering = obj.status in (Run.Status.AWAITING_INPUT, Run.Status.RUNNING)
+        plan_id = obj.planning_plan_id if obj.status == Run.Status.AWAITING_APPROVAL else None
+        if not answering:  # a queued or ended run: no need to read its requests
+            return {"plan_id": plan_id, "feedback": None, "approvals": []}
         feedback = [f for f in obj.feedback_requests.all() if f.status == "pending"]
         approvals = [a for a in obj.approvals.all() if a.status == "pending"]
         return {
-            "plan_id": obj.planning_plan_id if obj.status == Run.Status.AWAITING_APPROVAL else None,
-            "feedback": max(feedback, key=lambda f: f.pk, default=None) if answering else None,
-            "approvals": approvals if answering else [],
+            "plan_id": plan_id,
+            "feedback": max(feedback, key=lambda f: f.pk, default=None),
+            "approvals": approvals,
         }
 
     @staticmethod

@@ -110,6 +110,26 @@ def test_a_kickoff_answers_at_once_with_the_queued_run(client, builder, crew):
     assert [t["status"] for t in body["task_outputs"]] == ["waiting", "waiting"]
 
 
+def test_a_kickoff_answers_without_reading_back_what_it_just_wrote(client, builder, crew):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from crews.models import RunTask
+
+    with CaptureQueriesContext(connection) as queries:
+        response = kickoff(client, builder, crew)
+
+    assert response.status_code == 202, response.content
+    tables = (RunTask._meta.db_table, FeedbackRequest._meta.db_table, ToolApproval._meta.db_table)
+    reads = [q["sql"] for q in queries if q["sql"].startswith("SELECT") and any(f'"{t}"' in q["sql"] for t in tables)]
+    assert reads == []
+    outputs = response.json()["task_outputs"]
+    assert [(t["task_id"], t["name"], t["status"]) for t in outputs] == [
+        (r.task_id_snapshot, r.name, "waiting")
+        for r in RunTask.objects.filter(run_id=response.json()["id"]).order_by("order")
+    ]
+
+
 def test_a_kickoff_without_a_plan_drafts_one_inside_the_run(
     client, builder, crew, django_capture_on_commit_callbacks
 ):
