@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from django.db.models import Q
 
 from agents.engine.specs import AgentSpec, Budget, LLMSpec, PlanningConfigSpec, ToolRef
 from agents.models import DEMO_MODEL, LLM, Agent, PlanningConfig
@@ -62,13 +64,37 @@ def agent_snapshot(agent: Agent) -> dict[str, Any]:
 LLMLookup = Callable[[int | None], LLMSpec]
 
 
-def llm_lookup(*, default: LLM) -> LLMLookup:
-    """Resolve an LLM id (None = the site default) to a spec, reading each row once."""
+def snapshot_llm_ids(agents: Iterable[dict[str, Any]], *more: int | None) -> set[int]:
+    """The LLM ids snapshotted agents (and ``more``: a crew's planning or manager LLM) use."""
+    ids = {a["llm_id"] for a in agents} | {(a.get("planning_config") or {}).get("llm_id") for a in agents}
+    return {i for i in ids | set(more) if i is not None}
+
+
+def llm_rows(ids: Iterable[int]) -> tuple[LLM | None, dict[int, LLM]]:
+    """The site default LLM (None if there is none) and the LLMs with ``ids``, in one query.
+
+    Read fresh for every run: an admin's new key, model or default holds from the next run on.
+    """
+    rows = list(LLM.objects.filter(Q(is_default=True) | Q(pk__in=list(ids))))
+    return next((r for r in rows if r.is_default), None), {r.pk: r for r in rows}
+
+
+def llm_lookup(*, default: LLM, rows: Mapping[int, LLM] | None = None) -> LLMLookup:
+    """Resolve an LLM id (None = the site default) to a spec, reading each row once.
+
+    ``rows`` are LLMs read already (``llm_rows``): an id among them costs no query.
+    """
     cache: dict[int | None, LLMSpec] = {}
+    known = rows or {}
 
     def lookup(llm_id: int | None) -> LLMSpec:
         if llm_id not in cache:
-            row = default if llm_id is None else LLM.objects.filter(pk=llm_id).first()
+            if llm_id is None:
+                row = default
+            elif llm_id in known:
+                row = known[llm_id]
+            else:
+                row = LLM.objects.filter(pk=llm_id).first()
             if row is None:
                 raise LookupError(f"LLM {llm_id} no longer exists")
             cache[llm_id] = llm_spec(row)

@@ -66,8 +66,9 @@ def crew_snapshot(crew: Crew) -> dict[str, Any]:
     }
 
 
-def crew_spec(snapshot: dict[str, Any], *, default_llm: Any) -> CrewSpec:
-    llms = llm_lookup(default=default_llm)
+def crew_spec(snapshot: dict[str, Any], *, default_llm: Any, llm_rows: Any = None) -> CrewSpec:
+    """The snapshotted crew as the engine runs it; ``llm_rows`` (id → LLM) are read already."""
+    llms = llm_lookup(default=default_llm, rows=llm_rows)
     crew = snapshot["crew"]
     cost = crew.get("budget_max_cost_usd")
     return CrewSpec(

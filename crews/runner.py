@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connections
 from django.utils.translation import gettext_noop
 
-from agents.bridge import agent_spec, llm_lookup, llm_spec
+from agents.bridge import agent_spec, llm_lookup, llm_rows, llm_spec, snapshot_llm_ids
 from agents.engine.agent import AgentError, run_agent
 from agents.engine.calls import BudgetExceeded, LLMCaller, RateLimiters
 from agents.engine.events import NullSink
@@ -185,11 +185,18 @@ class _Start:
 
 def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start:
     run = Run.objects.select_related("plan", "planning_plan").get(pk=run_id)
-    default = _default_llm()
+    if run.agent_id is not None:
+        ids = snapshot_llm_ids([run.snapshot["agent"]])
+    else:
+        crew = run.snapshot["crew"]
+        ids = snapshot_llm_ids(run.snapshot["agents"], crew["planning_llm_id"], crew["manager_llm_id"])
+    default, rows = llm_rows(ids)  # the default and every LLM the run names, in one query
+    default = default or _default_llm()
     if run.agent_id is not None:
         ctx = _context(run, token, Budget(), followers)
-        return _Start(run, ctx, agent=agent_spec(run.snapshot["agent"], llms=llm_lookup(default=default)))
-    spec = crew_spec(run.snapshot, default_llm=default)
+        llms = llm_lookup(default=default, rows=rows)
+        return _Start(run, ctx, agent=agent_spec(run.snapshot["agent"], llms=llms))
+    spec = crew_spec(run.snapshot, default_llm=default, llm_rows=rows)
     ctx = _context(run, token, spec.budget, followers, spec.max_rpm)
     start = _Start(run, ctx, crew=spec.interpolated(run.inputs), done={
         str(r.task_id_snapshot): r.output for r in RunTask.objects.filter(run_id=run.pk, status=RunTask.Status.DONE)

@@ -101,6 +101,36 @@ def test_a_run_keeps_the_crew_as_it_was_at_kickoff(builder, monkeypatch):
     assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED
 
 
+def test_a_run_reads_its_llms_once_at_start_and_the_next_run_sees_an_admins_change(builder, monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    own = LLM(name="Own", model="openai/own", supports_tools=True)
+    own.set_api_key("sk-first-key-0001")
+    own.save()
+    crew = make_crew(builder, tasks=["Research"], llm=own)
+    gateway = scripted(monkeypatch, default="Final Answer: done")
+
+    def keys_used(run: Run) -> list[tuple[str, str | None]]:
+        gateway.requests.clear()
+        with CaptureQueriesContext(connection) as queries:
+            runner.execute(run.pk)
+        assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED
+        llm_reads = [q for q in queries if q["sql"].startswith("SELECT") and f'FROM "{LLM._meta.db_table}"' in q["sql"]]
+        assert len(llm_reads) == 1  # the default and the agent's LLM together
+        return [(r.llm.model, r.llm.api_key.get_secret_value() if r.llm.api_key else None) for r in gateway.requests]
+
+    first = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"})
+    second = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"})
+    assert keys_used(first) == [("openai/own", "sk-first-key-0001")]
+
+    own.model = "openai/renamed"  # what an admin's edit saves
+    own.set_api_key("sk-second-key-0002")
+    own.save()
+
+    assert keys_used(second) == [("openai/renamed", "sk-second-key-0002")]
+
+
 def test_the_demo_model_runs_a_planning_crew_with_a_gapless_event_log(demo_crew, builder):
     run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"})
 
