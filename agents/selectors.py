@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils.translation import gettext as _
 
 from agents.engine.prompts import DEFAULTS as PROMPT_DEFAULTS
@@ -78,12 +78,13 @@ def prompt_versions(*, key: str) -> QuerySet[PromptTemplateVersion]:
 
 
 def prompt_book() -> PromptBook:
-    """The current text of every prompt, for one run of the engine."""
-    current: dict[str, str] = {}
-    for template, version in prompt_list():
-        if version is not None and template.key in PROMPT_DEFAULTS:
-            current[template.key] = version.text
-    return PromptBook(current)
+    """The current text of every prompt, for one run of the engine: each template's newest
+    version, read fresh in one query (an admin's save holds from the next run on)."""
+    newest = PromptTemplateVersion.objects.filter(template=OuterRef("template")).order_by("-number")
+    current = PromptTemplateVersion.objects.filter(
+        template__key__in=list(PROMPT_DEFAULTS), number=Subquery(newest.values("number")[:1])
+    ).values_list("template__key", "text")
+    return PromptBook(dict(current))
 
 
 def agent_can_write(*, user: Any, agent: Agent) -> bool:

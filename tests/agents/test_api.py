@@ -396,6 +396,18 @@ def test_saving_a_prompt_adds_a_version(client, admin_user):
     assert versions["items"][1]["created_by"] is None
 
 
+def test_a_run_reads_every_prompt_at_once_and_sees_a_save_at_once(client, admin_user, django_assert_num_queries):
+    from agents.selectors import prompt_book
+
+    with django_assert_num_queries(1):
+        book = prompt_book()
+    assert book.text("agent_plan") == PROMPT_DEFAULTS["agent_plan"].text
+    for text in ("Plan {description} first.", "Plan {description} again."):
+        client.put("/prompts/agent_plan", json={"text": text}, user=admin_user)
+        assert prompt_book().text("agent_plan") == text
+    assert prompt_book().text("observe") == PROMPT_DEFAULTS["observe"].text
+
+
 def test_a_prompt_with_a_placeholder_its_key_does_not_offer_is_refused(client, admin_user):
     response = client.put(
         "/prompts/agent_refine",
