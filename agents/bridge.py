@@ -54,7 +54,10 @@ def llm_spec(llm: LLM) -> LLMSpec:
 def agent_snapshot(agent: Agent) -> dict[str, Any]:
     """The agent as plain JSON data (no secrets: LLMs are referenced by id)."""
     data = {field: getattr(agent, field) for field in AGENT_SNAPSHOT_FIELDS}
-    config = PlanningConfig.objects.filter(agent=agent).first()
+    try:
+        config = agent.planning_config  # no query when the agent came with select_related
+    except PlanningConfig.DoesNotExist:
+        config = None
     data["planning_config"] = (
         {field: getattr(config, field) for field in PLANNING_SNAPSHOT_FIELDS} if config else None
     )

@@ -18,6 +18,7 @@ from agents.bridge import agent_snapshot, agent_spec, llm_lookup
 from agents.engine.events import Event
 from agents.engine.runtime import ApprovalDecision, Cancelled, CancelToken
 from agents.engine.specs import Budget
+from agents.models import Agent
 from crews.engine.specs import CrewSpec, CrewTaskSpec
 from crews.models import Crew, FeedbackRequest, Run, RunEvent, RunTask, Task, ToolApproval
 from crews.realtime import EventPayload, broadcast
@@ -37,12 +38,14 @@ POLL_SECONDS = 0.25  # how often a waiting run looks for a person's answer or a 
 def crew_snapshot(crew: Crew) -> dict[str, Any]:
     """The crew's definition at kickoff as plain JSON: later edits never change a run.
 
-    Reads the tasks, their agents and context and the crew's agents through the crew's prefetch
-    cache: a crew from ``selectors.crew_get`` (the kickoff request's) has them all already, and
-    any other is fetched here in three queries.
+    Reads the tasks, their agents and context and the crew's agents (with their planning
+    settings) through the crew's prefetch cache: a crew from ``selectors.crew_get`` (the kickoff
+    request's) has them all already, and any other is fetched here in four queries.
     """
     prefetch_related_objects(
-        [crew], "agents", Prefetch("tasks", queryset=Task.objects.select_related("agent").prefetch_related("context"))
+        [crew],
+        Prefetch("agents", queryset=Agent.objects.select_related("planning_config")),
+        Prefetch("tasks", queryset=Task.objects.select_related("agent").prefetch_related("context")),
     )
     tasks = sorted(crew.tasks.all(), key=lambda t: (t.order, t.pk))
     agent_rows = {a.pk: a for a in crew.agents.all()}

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.utils.translation import gettext as _
 
+from agents.models import Agent
 from crews.engine.interpolate import find_placeholders
 from crews.models import Crew, Plan, PlanStep, PlanVersion, Run, RunEvent, Task
 from planner_site.errors import Forbidden, NotFound
@@ -31,7 +32,7 @@ def crew_get(*, user: Any, crew_id: int, for_write: bool = False) -> Crew:
     crew = (
         crew_visible(user=user)
         .prefetch_related(
-            "agents",
+            Prefetch("agents", queryset=Agent.objects.select_related("planning_config")),
             Prefetch("tasks", queryset=Task.objects.select_related("agent").prefetch_related("context")),
         )
         .filter(pk=crew_id)

@@ -114,15 +114,26 @@ def test_a_kickoff_answers_without_reading_back_what_it_just_wrote(client, build
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from agents.models import PlanningConfig
     from crews.models import RunTask
+
+    planner, plain = sorted(crew.agents.all(), key=lambda a: a.pk)[0], Agent.objects.create(
+        owner=builder, name="Plain", role="r", goal="g", backstory=""
+    )
+    crew.agents.add(plain)
+    PlanningConfig.objects.create(agent=planner, max_steps=7)
 
     with CaptureQueriesContext(connection) as queries:
         response = kickoff(client, builder, crew)
 
     assert response.status_code == 202, response.content
     tables = (RunTask._meta.db_table, FeedbackRequest._meta.db_table, ToolApproval._meta.db_table)
-    reads = [q["sql"] for q in queries if q["sql"].startswith("SELECT") and any(f'"{t}"' in q["sql"] for t in tables)]
+    marks = [f'"{t}"' for t in tables] + [f'FROM "{PlanningConfig._meta.db_table}"']  # joined to the agents
+    reads = [q["sql"] for q in queries if q["sql"].startswith("SELECT") and any(m in q["sql"] for m in marks)]
     assert reads == []
+    snapshot = Run.objects.get(pk=response.json()["id"]).snapshot
+    configs = {a["id"]: a["planning_config"] for a in snapshot["agents"]}
+    assert configs[planner.pk]["max_steps"] == 7 and configs[plain.pk] is None
     outputs = response.json()["task_outputs"]
     assert [(t["task_id"], t["name"], t["status"]) for t in outputs] == [
         (r.task_id_snapshot, r.name, "waiting")
