@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -35,6 +36,8 @@ from crews.realtime import (
 )
 from crews.run_view import RunView, crew_plan_steps, plan_key, render_event_html
 from planner_site.errors import NotFound
+
+logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
@@ -69,7 +72,11 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
     last_sent: int = 0  # the newest seq the client has (from ?after=, then what was sent)
     group: str | None = None
     deltas = True  # whether the socket shows streamed LLM deltas (joins the deltas group)
-    following = False  # counted by follow_deltas, so disconnect uncounts it
+    deltas_joined = False  # in deltas_group, so leaving discards it
+    # follow_deltas, as a task: a connect cancelled while it runs still leaves it to finish,
+    # and leaving uncounts the socket only once (and if) it was counted.
+    follow: asyncio.Future[bool] | None = None
+    _leaving: asyncio.Future[None] | None = None  # the one leave of the groups, once started
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Channels' ``AsyncConsumer.__call__`` with one reader per source, not a task per message.
@@ -80,6 +87,10 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
         what it reads under a lock, so messages are still handled one at a time and in order
         (``run_event`` never overlaps ``connect``, the replay or ``disconnect``). When one reader
         stops (``StopConsumer`` after ``disconnect``, or an error) the other is cancelled.
+
+        Whatever ends it (an error, or the server cancelling it at shutdown, neither of which
+        runs ``disconnect``), the socket leaves its groups and stops counting as a delta
+        follower: else the run would stream to nobody until the count expired.
         """
         self.scope = scope
         self.channel_layer = get_channel_layer(self.channel_layer_alias)
@@ -101,6 +112,10 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
             for reader in readers:
                 reader.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
+            try:
+                await asyncio.shield(self.leave())  # shielded: a second cancel cannot cut it short
+            except Exception:
+                logger.warning("Run socket %s could not leave its groups", self.channel_name, exc_info=True)
         for reader in done:
             error = None if reader.cancelled() else reader.exception()
             if error is not None and not isinstance(error, StopConsumer):
@@ -138,17 +153,28 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
         self.group = run_group(run_id)
         await self.channel_layer.group_add(self.group, self.channel_name)  # before the replay
         if self.deltas:
+            self.deltas_joined = True
             await self.channel_layer.group_add(deltas_group(run_id), self.channel_name)
-            await follow_deltas(run_id)
-            self.following = True
+            self.follow = asyncio.ensure_future(follow_deltas(run_id))
+            await asyncio.shield(self.follow)
         await self.catch_up()
 
     async def disconnect(self, code: int) -> None:
+        await asyncio.shield(self.leave())
+
+    def leave(self) -> asyncio.Future[None]:
+        """Leave the groups and uncount the follow, once: ``disconnect`` and ``__call__``'s
+        cleanup both await the same leave, so the follower count drops by one, not two."""
+        if self._leaving is None:
+            self._leaving = asyncio.ensure_future(self._leave())
+        return self._leaving
+
+    async def _leave(self) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
-        if self.following:
-            self.following = False
+        if self.deltas_joined:
             await self.channel_layer.group_discard(deltas_group(self.run_id), self.channel_name)
+        if self.follow is not None and await self.follow:
             await unfollow_deltas(self.run_id)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:

@@ -13,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 from django.test import Client
 
-from crews import consumers, runner, runs, selectors
+from crews import consumers, realtime, runner, runs, selectors
 from crews.bridge import payload_of, record_event
 from crews.models import Run
 from crews.realtime import EventPayload, broadcast, deltas_followed, run_group
@@ -258,6 +258,62 @@ async def test_only_sockets_that_show_deltas_join_the_deltas_group_and_count_as_
         await sockets[name].disconnect()
     assert not deltas_followed(finished_run.pk)
     await sockets["plain"].disconnect()
+
+
+async def test_a_socket_that_fails_stops_following_the_run_once(finished_run, headers, monkeypatch):
+    count = len(await stored(finished_run))
+    real_emit = consumers.RunEventsJsonConsumer.emit
+
+    async def emit(self: Any, event: EventPayload, text: str | None = None) -> None:
+        if event["seq"] is None:
+            raise ConnectionResetError("the client went away mid-send")
+        await real_emit(self, event, text)
+
+    monkeypatch.setattr(consumers.RunEventsJsonConsumer, "emit", emit)
+    page = await connect(f"/ws/runs/{finished_run.pk}/", headers)
+    failing = await connect(f"/ws/api/runs/{finished_run.pk}/?deltas=1", headers)
+    await receive_html(page, count)
+    await receive_json(failing, count)
+
+    await broadcast(finished_run.pk, DELTA)
+    with pytest.raises(ConnectionResetError):
+        await failing.receive_output(timeout=3)
+
+    assert deltas_followed(finished_run.pk)  # the page still follows: uncounted once, not twice
+    await page.disconnect()
+    assert not deltas_followed(finished_run.pk)
+
+
+async def test_a_socket_the_server_cancels_stops_following_the_run(finished_run, headers):
+    count = len(await stored(finished_run))
+    communicator = await connect(f"/ws/api/runs/{finished_run.pk}/?deltas=1", headers)
+    await receive_json(communicator, count)
+    assert deltas_followed(finished_run.pk)
+
+    communicator.future.cancel()  # as at shutdown: no websocket.disconnect, no disconnect()
+    with pytest.raises(asyncio.CancelledError):
+        await communicator.future
+
+    assert not deltas_followed(finished_run.pk)
+
+
+async def test_a_failing_cache_still_lets_the_socket_show_deltas(finished_run, headers, monkeypatch):
+    class BrokenCache:
+        def __getattr__(self, name: str) -> Any:
+            def fail(*args: Any, **kwargs: Any) -> Any:
+                raise ConnectionError("the cache is down")
+
+            return fail
+
+    monkeypatch.setattr(realtime, "cache", BrokenCache())
+    count = len(await stored(finished_run))
+    communicator = await connect(f"/ws/api/runs/{finished_run.pk}/?deltas=1", headers)
+    await receive_json(communicator, count)
+
+    await broadcast(finished_run.pk, DELTA)  # another socket's follow made the run stream
+
+    assert await receive_json(communicator, 1) == [DELTA]
+    await communicator.disconnect()
 
 
 async def test_a_refused_socket_follows_nothing(finished_run, other_builder):
