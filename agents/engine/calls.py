@@ -23,6 +23,12 @@ from agents.engine.llm import (
 from agents.engine.runtime import CancelToken, Clock, EventEmitter, Usage
 from agents.engine.specs import Budget
 
+# litellm's ``timeout`` bounds the wait between chunks of a streamed answer, but the whole answer
+# when unstreamed. A request the stream gate unstreams would otherwise have its LLM's timeout (60 s
+# by default) for the whole generation, and a long answer that streams fine would time out and be
+# retried, each attempt paid for. So it gets at least this long: a long answer's worth.
+UNSTREAMED_TIMEOUT_SECONDS = 600.0
+
 
 class BudgetExceeded(Exception):
     """A limit would be passed by the next call; the run stops and keeps its partial results."""
@@ -237,14 +243,18 @@ class LLMCaller:
         self, request: LLMRequest, on_delta: DeltaCallback | None, step_id: str | None
     ) -> tuple[LLMRequest, DeltaCallback | None]:
         """The request as sent and who hears its deltas: the caller's callback, else ``llm.delta``
-        events, unless the gate says nobody follows them (then the request is sent unstreamed).
+        events, unless the gate says nobody follows them (then the request is sent unstreamed,
+        with a timeout for the whole answer: ``UNSTREAMED_TIMEOUT_SECONDS``).
 
         Asked on every attempt, so a page opened during a run gets the next call's deltas.
         """
         if not request.stream or on_delta is not None:
             return request, on_delta
         if self.stream_gate is not None and not self.stream_gate():
-            return dataclasses.replace(request, stream=False), None
+            llm = request.llm
+            if llm.timeout < UNSTREAMED_TIMEOUT_SECONDS:
+                llm = llm.model_copy(update={"timeout": UNSTREAMED_TIMEOUT_SECONDS})
+            return dataclasses.replace(request, stream=False, llm=llm), None
         return request, self._delta_emitter(step_id)
 
     def _delta_emitter(self, step_id: str | None) -> DeltaCallback:

@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from agents.engine.calls import BudgetExceeded, BudgetScope, LLMCaller, RateLimiters, make_caller
+from agents.engine.calls import (
+    UNSTREAMED_TIMEOUT_SECONDS,
+    BudgetExceeded,
+    BudgetScope,
+    LLMCaller,
+    RateLimiters,
+    make_caller,
+)
 from agents.engine.events import RecordingSink
 from agents.engine.llm import (
     LLMError,
@@ -333,6 +340,22 @@ async def test_a_streamed_call_nobody_follows_goes_out_unstreamed_without_deltas
     assert response.content == "whole answer"
     assert gateway.requests[0].stream is False
     assert sink.types == ["llm.started", "llm.completed"]
+
+
+async def test_an_unstreamed_call_may_take_a_whole_answers_time_a_streamed_one_keeps_its_timeout() -> None:
+    gateway = ScriptedGateway(default="answer")
+    caller = caller_for(gateway)
+    followed = [False, True, False]
+    caller.stream_gate = lambda: followed.pop(0)
+    await caller.call(ask(make_llm(timeout=60.0), stream=True))  # unstreamed by the gate
+    await caller.call(ask(make_llm(timeout=60.0), stream=True))  # streamed: 60 s between chunks
+    await caller.call(ask(make_llm(timeout=900.0), stream=True))  # already longer: kept
+    await caller.call(ask(make_llm(timeout=60.0)))  # unstreamed as set up: its own timeout
+
+    assert [(r.stream, r.llm.timeout) for r in gateway.requests] == [
+        (False, UNSTREAMED_TIMEOUT_SECONDS), (True, 60.0), (False, 900.0), (False, 60.0)
+    ]
+    assert UNSTREAMED_TIMEOUT_SECONDS >= 600
 
 
 async def test_the_stream_gate_is_asked_before_every_call() -> None:
