@@ -29,6 +29,11 @@ from agents.engine.specs import Budget
 # retried, each attempt paid for. So it gets at least this long: a long answer's worth.
 UNSTREAMED_TIMEOUT_SECONDS = 600.0
 
+# The fewest answer tokens worth paying a prompt for: a token budget whose remainder after the
+# prompt is smaller stops the run before the call (``budget.exceeded``), rather than buy the whole
+# prompt for an answer cut off after a few tokens (read as a format error, then retried).
+MIN_ANSWER_TOKENS = 16
+
 
 class BudgetExceeded(Exception):
     """A limit would be passed by the next call; the run stops and keeps its partial results."""
@@ -96,6 +101,9 @@ def check_budget(scope: BudgetScope, *, next_input_tokens: int = 0, tool_call: b
         return
     if b.max_tokens is not None and u.total_tokens >= b.max_tokens:
         raise BudgetExceeded("max_tokens", u.total_tokens, b.max_tokens)
+    if b.max_tokens is not None and u.total_tokens + next_input_tokens + MIN_ANSWER_TOKENS > b.max_tokens:
+        # The prompt alone would leave too little for an answer (see ``completion_cap``).
+        raise BudgetExceeded("max_tokens", u.total_tokens + next_input_tokens, b.max_tokens)
     if b.max_cost_usd is not None and u.cost_usd >= b.max_cost_usd:
         raise BudgetExceeded("max_cost_usd", round(u.cost_usd, 6), b.max_cost_usd)
     if b.max_input_tokens is not None and u.prompt_tokens + next_input_tokens > b.max_input_tokens:
@@ -106,14 +114,15 @@ def completion_cap(scopes: list[BudgetScope], next_input_tokens: int) -> int | N
     """The most tokens the next answer may take without passing any scope's ``max_tokens``.
 
     The budget is checked before each call, so without a cap one long answer could overshoot it
-    by up to the model's whole output. The prompt is estimated; at least one token is allowed.
+    by up to the model's whole output. The prompt is estimated; ``check_budget`` has already
+    stopped a call it would leave fewer than ``MIN_ANSWER_TOKENS``.
     """
     left = [
         s.budget.max_tokens - s.usage.total_tokens - next_input_tokens
         for s in scopes
         if s.budget.max_tokens is not None
     ]
-    return max(1, min(left)) if left else None
+    return max(MIN_ANSWER_TOKENS, min(left)) if left else None
 
 
 def estimate_tokens(request: LLMRequest) -> int:

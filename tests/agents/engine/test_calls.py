@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from agents.engine.calls import (
+    MIN_ANSWER_TOKENS,
     UNSTREAMED_TIMEOUT_SECONDS,
     BudgetExceeded,
     BudgetScope,
@@ -297,12 +298,21 @@ async def test_a_token_budget_caps_the_answer_to_what_it_has_left() -> None:
     assert [r.max_tokens for r in gateway.requests] == [100 - 11, 100 - 60 - 11]
 
 
-async def test_a_budget_nearly_spent_still_lets_the_call_ask_for_one_token() -> None:
-    gateway = ScriptedGateway(default=answer(prompt=95, completion=1))
-    caller = caller_for(gateway, budget=Budget(max_tokens=100))
-    await caller.call(ask())
-    await caller.call(ask(text="x" * 400))
-    assert [r.max_tokens for r in gateway.requests] == [100 - 1, 1]
+async def test_a_prompt_that_leaves_too_little_for_an_answer_stops_the_run_before_the_call() -> None:
+    sink = RecordingSink()
+    gateway = ScriptedGateway(default=answer(prompt=60, completion=10))
+    caller = caller_for(gateway, sink=sink, budget=Budget(max_tokens=100))
+    await caller.call(ask())  # 70 of 100 used
+
+    with pytest.raises(BudgetExceeded) as raised:
+        await caller.call(ask(text="x" * 60))  # estimated at 16: leaves 14, under the floor
+    assert gateway.calls == 1  # the prompt is not paid for a cut-off answer
+    assert (raised.value.limit, raised.value.used, raised.value.allowed) == ("max_tokens", 86, 100)
+    assert sink.types[-1] == "budget.exceeded"
+    assert sink.events[-1].data == {"limit": "max_tokens", "used": 86, "allowed": 100}
+
+    await caller.call(ask(text="x" * 52))  # estimated at 14: leaves exactly the floor
+    assert gateway.requests[-1].max_tokens == MIN_ANSWER_TOKENS == 16
 
 
 async def test_without_a_token_budget_the_answer_is_not_capped() -> None:

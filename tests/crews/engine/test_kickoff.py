@@ -66,7 +66,7 @@ async def test_cancellation_and_budgets_propagate_to_the_caller() -> None:
     with pytest.raises(Cancelled):
         await run_crew(ctx, crew)
     assert gateway.calls == 0
-    ctx, gateway, sink, _ = make_ctx([LLMResponse(content=answer("x"), prompt_tokens=90, completion_tokens=20)], budget=Budget(max_tokens=100))
+    ctx, gateway, sink, _ = make_ctx([LLMResponse(content=answer("x"), prompt_tokens=990, completion_tokens=20)], budget=Budget(max_tokens=1000))
     with pytest.raises(BudgetExceeded):
         await run_crew(ctx, crew)
     assert gateway.calls == 1 and sink.types[-1] == "budget.exceeded"
