@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -159,8 +159,13 @@ def plan_fail(*, plan_id: int, error: str, usage: Mapping[str, Any] | None = Non
         _add_usage(plan_id, usage)
 
 
-def _parse_body(plan: Plan, tasks: Any, known_uids: Collection[int]) -> dict[int, list[StepTuple]]:
-    """The body's tasks and their steps; a step's id must be one of ``known_uids`` (the plan's)."""
+def _parse_body(plan: Plan, tasks: Any, task_of_uid: Mapping[int, int]) -> dict[int, list[StepTuple]]:
+    """The body's tasks and their steps; a step's id must be one of its own task's steps
+    (``task_of_uid``: each current step's task).
+
+    An id under another task is refused: that task's steps would keep it too when it is not in
+    the body (a version holds each id once), and a step that changes task is a new step.
+    """
     if not isinstance(tasks, list):
         raise ValidationError({"tasks": _("Give a list of tasks with their steps.")})
     crew_tasks = set(Task.objects.filter(crew_id=plan.crew_id).values_list("pk", flat=True).order_by())
@@ -189,7 +194,7 @@ def _parse_body(plan: Plan, tasks: Any, known_uids: Collection[int]) -> dict[int
                 raise ValidationError({f"{where}.text": _("A step is at most %(n)s characters.") % {"n": MAX_STEP_CHARS}})
             uid = step.get("id")
             if uid is not None:
-                if not isinstance(uid, int) or uid not in known_uids or uid in seen_uids:
+                if not isinstance(uid, int) or task_of_uid.get(uid) != task_id or uid in seen_uids:
                     raise ValidationError({f"{where}.id": _("Unknown or repeated step id %(id)s.") % {"id": uid}})
                 seen_uids.add(uid)
             rows.append((uid, text.strip(), bool(step.get("pinned", False))))
@@ -214,10 +219,10 @@ def plan_update(*, actor: Any, plan: Plan, expected_version: int | None, tasks: 
             % {"now": locked.version, "yours": expected_version},
             code="stale_version",
         )
-    known_uids = set(
-        PlanStep.objects.filter(version__plan=locked, version__number=locked.version).values_list("uid", flat=True)
+    task_of_uid = dict(
+        PlanStep.objects.filter(version__plan=locked, version__number=locked.version).values_list("uid", "task_id")
     )
-    _new_version(locked, actor=actor, note=note, steps=_parse_body(locked, tasks, known_uids), keep=locked.version)
+    _new_version(locked, actor=actor, note=note, steps=_parse_body(locked, tasks, task_of_uid), keep=locked.version)
     return Plan.objects.get(pk=plan.pk)
 
 

@@ -271,6 +271,20 @@ def test_an_invalid_edit_names_the_exact_field(client, builder, crew, plan, demo
     assert Plan.objects.get(pk=plan["id"]).version == 1
 
 
+def test_a_step_id_under_another_task_is_refused_on_that_id(client, builder, crew, plan):
+    research, report = crew.tasks.order_by("order")
+    step = steps_of(plan)[research.pk][0]
+    moved = [*steps_of(plan)[report.pk], step]
+
+    for tasks in (
+        [{"task_id": report.pk, "steps": moved}],  # its own task left out: it would keep the id too
+        [{"task_id": research.pk, "steps": []}, {"task_id": report.pk, "steps": moved}],
+    ):
+        assert_invalid(put(client, builder, plan["id"], tasks), f"tasks[{len(tasks) - 1}].steps[{len(moved) - 1}].id")
+    assert Plan.objects.get(pk=plan["id"]).version == 1
+    assert PlanVersion.objects.filter(plan_id=plan["id"]).count() == 1
+
+
 def test_a_body_of_the_wrong_shape_is_refused_by_the_schema(client, builder, crew, plan):
     research = crew.tasks.order_by("order").first()
 
