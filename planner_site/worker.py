@@ -204,33 +204,34 @@ class HeartbeatWorker(Worker):
             heartbeat.stop()
 
     def claim(self) -> tuple[DBTaskResult | None, bool]:
-        """django-tasks-db's claim, verbatim: lock the next ready task and mark it ours.
+        """Peek at the queue without a lock, then claim as django-tasks-db does: lock the next
+        ready task and mark it ours.
 
         Returns the task (or None) and whether the queue could be read (False: it was locked).
-        One difference: the queue is first peeked at without a lock. Most claims find nothing
-        (the one after every task, a ring another worker answered first), and on SQLite each
-        would take the database's write lock, which every run's event writes wait for.
+        The peek is there because most claims find nothing (the one after every task, a ring
+        another worker answered first), and on SQLite each would take the database's write lock,
+        which every run's event writes wait for. A locked database, at the peek or the claim, is
+        tried again on the next round.
         """
         tasks = DBTaskResult.objects.ready().filter(backend_name=self.backend_name)
         if not self.process_all_queues:
             tasks = tasks.filter(queue_name__in=self.queue_names)
         if self.excluded_queue_names:
             tasks = tasks.exclude(queue_name__in=self.excluded_queue_names)
-        if not tasks.exists():
-            return None, True
-
-        with exclusive_transaction(tasks.db):
-            try:
+        try:
+            if not tasks.exists():
+                return None, True
+            with exclusive_transaction(tasks.db):
                 task_result = tasks.get_locked()
                 if task_result is not None:
                     # "claim" the task, so it isn't run by another worker process
                     task_result.claim(self.worker_id)
                 return task_result, True
-            except OperationalError as e:
-                # Ignore locked databases and keep trying. It should unlock eventually.
-                if is_locked_database_exception(e):
-                    return None, False
-                raise
+        except OperationalError as e:
+            # Ignore locked databases and keep trying. It should unlock eventually.
+            if is_locked_database_exception(e):
+                return None, False
+            raise
 
     def idle_wait(self) -> bool:
         """Until the doorbell rings (True), or this worker's share of the poll interval is over.

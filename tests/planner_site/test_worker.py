@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+from django.db import OperationalError, connection
 from django_tasks_db.backend import DatabaseBackend
 from django_tasks_db.models import DBTaskResult
 
@@ -103,3 +104,15 @@ def test_a_claim_on_an_empty_queue_only_peeks_and_a_ready_task_is_claimed(django
     assert retrieved and claimed is not None and str(claimed.id) == str(enqueued.id)
     assert claimed.worker_ids == ["test-worker"]
     assert worker.claim() == (None, True)
+
+
+@pytest.mark.django_db
+def test_a_locked_database_at_the_peek_is_tried_again_not_an_error() -> None:
+    from planner_site.worker import make_worker
+
+    def locked(execute: Any, sql: str, *args: Any) -> Any:
+        raise OperationalError("database is locked")
+
+    worker = make_worker(worker_id="test-worker")
+    with connection.execute_wrapper(locked):
+        assert worker.claim() == (None, False)  # the worker's loop goes on
