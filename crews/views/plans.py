@@ -496,12 +496,14 @@ def plan_detail(request: HtmxHttpRequest, plan_id: int) -> HttpResponse:
     if not request.htmx:
         return render(request, TEMPLATE, _editor_context(request, plan, notes=notes))
     task_id, uid = _int(request.GET.get("task")), _int(request.GET.get("step"))
-    # A task's section (polled every second while it regenerates) needs only that task's steps.
+    if task_id is not None and task_id in (plan.regenerating_task_ids or ()):
+        # Polled every second while it regenerates: answered from the plan alone, without the
+        # editor's context (its steps, its versions list), which the 204 would throw away.
+        return HttpResponse(status=204)  # htmx swaps nothing and asks again in a second
+    # A task's section needs only that task's steps.
     context = _editor_context(request, plan, notes=notes, task_id=task_id)
     if task_id is not None:
         context["section"] = section = _section(context, task_id)
-        if section.regenerating:
-            return HttpResponse(status=204)  # htmx swaps nothing and asks again in a second
         # Done: say so, and bring the new version and the history along.
         # A worker stored the error in English; the app's own messages have a translation.
         error = _(plan.error) if plan.error else ""

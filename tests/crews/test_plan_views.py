@@ -11,12 +11,14 @@ import re
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
 from crews import plans, runner
-from crews.models import Crew, Plan, PlanStep, Run, Task
+from crews.models import Crew, Plan, PlanStep, PlanVersion, Run, Task
 from crews.views.plans import diff_versions
 from tests.conftest import signed_in
 
@@ -442,6 +444,20 @@ def test_regenerating_a_task_keeps_pinned_steps_and_polls_until_done(
     assert after[0].uid == pinned.uid and after[0].pinned
     done = client.get(url("plan-detail", plan.pk), {"task": task.pk}, **HX).content.decode()
     assert "hx-trigger" not in done.split("</header>")[0] and "New steps for “Research”." in done
+
+
+def test_a_regenerating_tasks_poll_reads_neither_its_steps_nor_the_versions(
+    client: Client, crew: Crew, plan: Plan
+) -> None:
+    task = first_task(crew)
+    Plan.objects.filter(pk=plan.pk).update(regenerating_task_ids=[task.pk])
+
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url("plan-detail", plan.pk), {"task": task.pk}, **HX)
+
+    assert response.status_code == 204
+    read = " ".join(q["sql"] for q in queries.captured_queries)
+    assert PlanVersion._meta.db_table not in read and PlanStep._meta.db_table not in read
 
 
 def test_regenerating_a_task_twice_at_once_is_a_message(client: Client, crew: Crew, plan: Plan) -> None:
