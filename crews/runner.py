@@ -120,7 +120,11 @@ class DeltaFollowers:
         self.followed = False
 
     def refresh(self) -> None:
-        self.followed = realtime.deltas_followed(self.run_id)
+        try:
+            self.followed = realtime.deltas_followed(self.run_id)
+        except Exception:  # noqa: BLE001 - an unreachable cache must not stop the run or its watch
+            logger.warning("could not tell who follows run %s; streaming to be safe", self.run_id, exc_info=True)
+            self.followed = True  # fail open: streaming is what a run did before the gate
 
     def __call__(self) -> bool:
         return self.followed
@@ -128,10 +132,12 @@ class DeltaFollowers:
 
 def _poll(run_id: int, followers: DeltaFollowers, *, beat: bool) -> bool:
     """One database hop for the watch loop: heartbeat (or a plain look), followers; stop asked?"""
-    followers.refresh()
     if beat:
-        return runs.run_heartbeat(run_id=run_id)
-    return bool(Run.objects.filter(pk=run_id, cancel_requested=True).exists())
+        stop = runs.run_heartbeat(run_id=run_id)
+    else:
+        stop = bool(Run.objects.filter(pk=run_id, cancel_requested=True).exists())
+    followers.refresh()
+    return stop
 
 
 async def _watch(run_id: int, token: CancelToken, followers: DeltaFollowers) -> None:
@@ -146,7 +152,13 @@ async def _watch(run_id: int, token: CancelToken, followers: DeltaFollowers) -> 
         since_beat += WATCH_SECONDS
         if token.cancelled:
             return
-        stop = await poll(run_id, followers, beat=since_beat >= beat)
+        try:
+            stop = await poll(run_id, followers, beat=since_beat >= beat)
+        except Exception:  # noqa: BLE001 - e.g. a locked database: the watch must outlive one bad poll,
+            # or the heartbeat goes stale (the run is swept as interrupted while it works) and a
+            # stop from another process never arrives.
+            logger.warning("run %s: watch poll failed; trying again", run_id, exc_info=True)
+            continue
         if since_beat >= beat:
             since_beat = 0.0
         if stop:

@@ -128,7 +128,13 @@ else:
 # worker in another process sees it too.
 if REDIS_URL:
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            # Who follows a run's deltas is asked from the run's watch loop: a Redis that hangs
+            # must fail that question in seconds (the run then streams), not hold the loop.
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

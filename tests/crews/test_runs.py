@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 
 from agents.engine.llm import LLMResponse, tool_call_response
+from agents.engine.runtime import CancelToken
 from agents.models import LLM
 from crews import plans, runner, runs, selectors
 from crews.models import (
@@ -625,3 +628,50 @@ def test_plans_follow_their_crews_visibility(builder, other_builder, viewer):
     versions = list(selectors.plan_versions(plan=plan))
     assert [v.number for v in versions] == [2, 1]
     assert [s.text for s in versions[0].steps.all() if s.task_id == research.pk] == ["Only step"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_watch_outlives_a_cache_that_fails_and_still_delivers_a_stop(builder, monkeypatch):
+    """Who follows the deltas lives in the cache (Redis in scale-out): when it cannot be asked,
+    the run streams to be safe and its watch keeps beating and still hears a stop request."""
+    def unreachable(run_id: int) -> bool:
+        raise ConnectionError("redis is down")
+
+    monkeypatch.setattr(runner.realtime, "deltas_followed", unreachable)
+    monkeypatch.setattr(runner, "WATCH_SECONDS", 0.02)
+    run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "tides"})
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    token, followers = CancelToken(), runner.DeltaFollowers(run.pk)
+
+    async def watch() -> None:
+        await asyncio.wait_for(runner._watch(run.pk, token, followers), timeout=10)
+
+    async_to_sync(watch)()
+
+    assert token.cancelled
+    assert followers()  # fails open: the answer streams as it did before the gate
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_watch_tries_again_after_a_poll_that_fails(builder, monkeypatch):
+    polls: list[bool] = []
+    real_poll = runner._poll
+
+    def flaky_poll(run_id: int, followers: Any, *, beat: bool) -> bool:
+        polls.append(beat)
+        if len(polls) == 1:
+            raise RuntimeError("database is locked")
+        return real_poll(run_id, followers, beat=beat)
+
+    monkeypatch.setattr(runner, "_poll", flaky_poll)
+    monkeypatch.setattr(runner, "WATCH_SECONDS", 0.02)
+    run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "tides"})
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    token = CancelToken()
+
+    async def watch() -> None:
+        await asyncio.wait_for(runner._watch(run.pk, token, runner.DeltaFollowers(run.pk)), timeout=10)
+
+    async_to_sync(watch)()
+
+    assert token.cancelled and len(polls) == 2
