@@ -45,9 +45,9 @@ from planner_site.worker import default_worker_id, on_worker_stop
 logger = logging.getLogger(__name__)
 
 # How soon a stop request made in another process reaches a run, and a page opened meanwhile gets
-# streamed deltas. A stop from this process arrives at once (``cancel_in_process``); API.md
-# promises ``run.cancelled`` only "within seconds", and a shorter poll costs every run a database
-# round trip four times a second.
+# streamed deltas. A stop from this process arrives at once (``cancel_in_process``); one from
+# another process needs ``run.cancelled`` "within seconds" (issue #4), and a shorter poll would
+# cost every run more database round trips a second.
 WATCH_SECONDS = 1.0
 SHUTDOWN = "shutdown"
 
