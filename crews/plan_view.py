@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from html import escape  # Django's escape() without its SafeString wrapping: 400 cards a page
-from typing import Any, Protocol
+from typing import Any
 
 from django.urls import reverse
 from django.utils.dateformat import format as format_date
@@ -30,7 +30,10 @@ from django.utils.timezone import template_localtime
 from django.utils.translation import gettext as _
 
 
-class Step(Protocol):
+@dataclass
+class StepRow:
+    """One step as its card shows it: ``number`` counts from 1 in its task."""
+
     uid: int
     text: str
     pinned: bool
@@ -118,7 +121,7 @@ class EditorHtml:
             f'<input type="hidden" name="version" value="{self.version}" class="plan-version">'
         )
 
-    def card(self, step: Step, *, task_id: int, regenerating: bool = False) -> SafeString:
+    def card(self, step: StepRow, *, task_id: int, regenerating: bool = False) -> SafeString:
         """One step's ``<li>``: its number and text, and with ``can_edit`` its controls.
 
         While its task is being regenerated a step has no controls and cannot be dragged.
@@ -147,7 +150,7 @@ class EditorHtml:
         parts.append("</li>")
         return mark_safe("\n".join(parts))  # noqa: S308 - every value above is escaped or a number
 
-    def _actions(self, step: Step, task_id: int) -> str:
+    def _actions(self, step: StepRow, task_id: int) -> str:
         uid, n = step.uid, step.number
         labels, urls, hidden = self._labels, self._urls, self._hidden
         number = {"n": n}

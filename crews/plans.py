@@ -23,7 +23,7 @@ StepTuple = tuple[int | None, str, bool]
 
 
 def version_steps(plan: Plan, number: int | None = None, *, task_id: int | None = None
-                  ) -> dict[int, list[tuple[int, str, bool]]]:
+                  ) -> dict[int, list[StepTuple]]:
     """Steps of version ``number`` (default: current) by task id, in order, as tuples.
 
     What edits read: one query and no model instances (a 20 x 20 plan is 400 rows), or only
@@ -32,7 +32,7 @@ def version_steps(plan: Plan, number: int | None = None, *, task_id: int | None 
     rows = PlanStep.objects.filter(version__plan=plan, version__number=number or plan.version)
     if task_id is not None:
         rows = rows.filter(task_id=task_id)
-    steps: dict[int, list[tuple[int, str, bool]]] = {}
+    steps: dict[int, list[StepTuple]] = {}
     for task, uid, text, pinned in rows.order_by("task__order", "task_id", "order").values_list(
             "task_id", "uid", "text", "pinned"):
         steps.setdefault(task, []).append((uid, text, pinned))

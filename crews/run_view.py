@@ -195,6 +195,7 @@ def _labels_now() -> dict[str, dict[str, str]]:
             "show_result": _("Show the result"), "skipped": _("Skipped: %(reason)s"),
             "not_quite": _("Review: not quite"), "review": _("Review:"), "activity": _("LLM calls and tools"),
         },
+        "task_answer": {"answer": _("Answer"), "show_answer": _("Show the answer")},
         "entry": {
             "llm": _("LLM: %(purpose)s"), "tokens": _("%(n)s tokens"), "in_out": _("%(p)s in, %(c)s out"),
             "cut": _("Cut short."), "retrying": _("Retrying."), "running": _("running…"),
@@ -230,6 +231,18 @@ def purpose_label(purpose: str) -> str:
 
 def _oob(oob: bool) -> str:
     return ' hx-swap-oob="true"' if oob else ""
+
+
+def loaded_when_opened(url: str, *, css_class: str, summary: str, link: str) -> str:
+    """A closed disclosure whose text loads from ``url`` when first opened (htmx's ``toggle
+    once``): a step's result, a finished crew run's answer. Without JavaScript its link shows
+    the text on a page of its own."""
+    url = escape(url)
+    return (
+        f'<details class="{css_class}" hx-get="{url}" hx-trigger="toggle once" hx-target="find .markdown" '
+        f'hx-swap="innerHTML"><summary>{escape(summary)}</summary>'
+        f'<div class="markdown"><p><a href="{url}">{escape(link)}</a></p></div></details>'
+    )
 
 
 def entries_html(entries: Sequence[Any]) -> SafeString:
@@ -431,10 +444,6 @@ class Step:
     def done(self) -> bool:
         return self.status not in ("pending", "running")
 
-    @property
-    def activity_html(self) -> SafeString:
-        return entries_html(self.activity)
-
     # A long run has hundreds of steps: their parts are built here, as activity entries are,
     # not by the template engine (which took a third of the page). Everything is escaped.
 
@@ -475,11 +484,8 @@ class Step:
             body += f'<p class="muted">{escape(words["skipped"] % {"reason": self.reason})}</p>'
         if self.result:
             url = reverse("crews:run-step-result", args=[self.run_id, self.result_seq])
-            body += (
-                f'<details class="step-result__details" hx-get="{url}" hx-trigger="toggle once" '
-                f'hx-target="find .markdown" hx-swap="innerHTML"><summary>{escape(words["result"])}</summary>'
-                f'<div class="markdown"><p><a href="{url}">{escape(words["show_result"])}</a></p></div></details>'
-            )
+            body += loaded_when_opened(url, css_class="step-result__details", summary=words["result"],
+                                       link=words["show_result"])
         if self.learned or self.reviewed_ok is False:
             verdict = (f'<span class="badge badge--warning">{escape(words["not_quite"])}</span>'
                        if self.reviewed_ok is False else escape(words["review"]))
@@ -557,6 +563,7 @@ class TaskView(_UsageAndOutput):
     rerunnable: bool = False  # "Run again from this task" makes sense (earlier tasks are done)
     crew_plan: dict[str, Any] | None = None  # the run scope of a crew: the crew plan's state
     crew_steps: list[str] = field(default_factory=list)  # this task's steps in the approved crew plan
+    run_id: int = 0  # for its answer's URL
 
     @property
     def tone(self) -> str:
@@ -582,8 +589,13 @@ class TaskView(_UsageAndOutput):
         return [s for seg in self.plan if isinstance(seg, PlanSegment) for s in seg.steps]
 
     @property
-    def steps_done(self) -> int:
-        return sum(1 for s in self.steps if s.status == "completed")
+    def answer_loader_html(self) -> SafeString:
+        """The answer of a finished crew run, closed: it loads when opened, as a step's result
+        does (``loaded_when_opened``)."""
+        words = labels("task_answer")
+        url = reverse("crews:run-step-result", args=[self.run_id, self.output_seq])
+        html = loaded_when_opened(url, css_class="answer", summary=words["answer"], link=words["show_answer"])
+        return mark_safe(html)  # noqa: S308 - escaped in loaded_when_opened
 
     @property
     def has_content(self) -> bool:
@@ -711,7 +723,7 @@ class RunView(_UsageAndOutput):
         for row in tasks:
             task = TaskView(
                 key=str(row.task_id_snapshot), task_id=row.task_id_snapshot, number=row.order + 1,
-                name=row.name, agent=row.agent_name,
+                name=row.name, agent=row.agent_name, run_id=run.pk,
             )
             if row.status == RunTask.Status.DONE and row.task_id_snapshot not in started:
                 task.status, task.output, task.reused = "done", row.output, True
@@ -719,10 +731,11 @@ class RunView(_UsageAndOutput):
             self.by_id[row.task_id_snapshot] = task
         if self.is_agent_run:
             agent = (run.snapshot or {}).get("agent") or {}
-            self.scope = TaskView(key=RUN_SCOPE, task_id=None, number=None,
+            self.scope = TaskView(key=RUN_SCOPE, task_id=None, number=None, run_id=run.pk,
                                   name=agent.get("name") or _("Agent"), agent=agent.get("role", ""))
         else:
-            self.scope = TaskView(key=RUN_SCOPE, task_id=None, number=None, name=_("Crew plan"), crew_plan={})
+            self.scope = TaskView(key=RUN_SCOPE, task_id=None, number=None, name=_("Crew plan"), crew_plan={},
+                                  run_id=run.pk)
         self._open_llm: dict[tuple[str, str], list[LLMCall]] = {}
         self._open_tools: dict[tuple[str, str], list[ToolCall]] = {}
         self._steps: dict[tuple[str, str], Step] = {}
@@ -827,7 +840,8 @@ class RunView(_UsageAndOutput):
             return self.scope
         task = self.by_id.get(task_id)
         if task is None:  # not in the snapshot (should not happen): shown at the end
-            task = TaskView(key=str(task_id), task_id=task_id, number=len(self.tasks) + 1, name=_("Task %(id)s") % {"id": task_id})
+            task = TaskView(key=str(task_id), task_id=task_id, number=len(self.tasks) + 1,
+                            name=_("Task %(id)s") % {"id": task_id}, run_id=self.run.pk)
             self.tasks.append(task)
             self.by_id[task_id] = task
             self._emit(Change("task", {"task": task}, into="tasks", wrapper="ol"))

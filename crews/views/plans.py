@@ -38,7 +38,7 @@ from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post
 from crews import plans, runs, selectors
 from crews.forms_plans import KickoffForm
 from crews.models import Crew, Plan, Run, Task
-from crews.plan_view import EditorHtml
+from crews.plan_view import EditorHtml, StepRow
 from planner_site.errors import Conflict, DomainError, TooMany
 
 TEMPLATE = "crews/plan_detail.html"
@@ -168,16 +168,6 @@ def diff_versions(
 
 
 # What the editor shows ---------------------------------------------------------------------------
-
-
-@dataclass
-class StepRow:
-    uid: int
-    text: str
-    pinned: bool
-    number: int
-    first: bool
-    last: bool
 
 
 @dataclass

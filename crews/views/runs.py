@@ -17,9 +17,9 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path, reverse
-from django.utils.cache import patch_vary_headers
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import reswap, retarget
 
 from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post
@@ -123,6 +123,7 @@ _LOADED_LATER = {"step.completed": "result", "task.completed": "output"}
 
 @require_GET
 @domain_errors
+@vary_on_headers("HX-Request")  # one URL, two answers (fragment or page): caches must tell them apart
 def run_step_result(request: HtmxHttpRequest, run_id: int, seq: int) -> HttpResponse:
     """A step's result or a task's answer: what event number ``seq`` (its ``step.completed``
     or ``task.completed``) carries, as sanitised markdown.
@@ -144,9 +145,7 @@ def run_step_result(request: HtmxHttpRequest, run_id: int, seq: int) -> HttpResp
         raise Http404
     context: dict[str, Any] = {"run": run, "result_html": markdown(text)}
     if request.htmx:
-        response = render(request, "crews/run_step_result.html#result", context)
-        patch_vary_headers(response, ("HX-Request",))  # one URL, two answers: caches must tell them apart
-        return response
+        return render(request, "crews/run_step_result.html#result", context)
     task_key = str(task_id) if task_id is not None else RUN_SCOPE
     task_name = (RunTask.objects.filter(run_id=run.pk, task_id_snapshot=task_id).values_list("name", flat=True)
                  .first() if task_id is not None else None)
@@ -156,9 +155,7 @@ def run_step_result(request: HtmxHttpRequest, run_id: int, seq: int) -> HttpResp
         anchor = f"answer-{task_key}"
     step_number = (data.get("number") or "") if type_ == "step.completed" else None  # None: an answer
     context.update(step_number=step_number, task_name=task_name or "", back_url=_detail_url(run, anchor))
-    response = render(request, "crews/run_step_result.html", context)
-    patch_vary_headers(response, ("HX-Request",))
-    return response
+    return render(request, "crews/run_step_result.html", context)
 
 
 @require_POST
