@@ -137,7 +137,7 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
         review_plan=crew.review_plan if review_plan is None else review_plan,
     )
     done = done or {}
-    tasks = RunTask.objects.bulk_create(
+    RunTask.objects.bulk_create(
         RunTask(
             run=run, task_id_snapshot=t["id"], order=index, name=t["name"],
             agent_name=next((a["name"] for a in snapshot["agents"] if a["id"] == t["agent_id"]), ""),
@@ -146,9 +146,6 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
         )
         for index, t in enumerate(snapshot["tasks"])
     )
-    if all(t.pk is not None for t in tasks):
-        # The caller answers with the run as queued: its task rows are these, not worth a read.
-        run._prefetched_objects_cache = {"task_results": tasks}
     _record_queued(run, {"crew_id": crew.pk, "plan_id": run.plan_id, "plan_version": run.plan_version})
     audit(actor=actor, action="run.started", target=run, crew=crew.pk)
     if enqueue:
