@@ -7,6 +7,7 @@ for a person (and this test) to watch, and it streams its answers token by token
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -29,8 +30,9 @@ ANSWER = (
 class SlowModel:
     """A fake model's behaviour: what each engine prompt expects, after ``delay`` seconds.
 
-    ``gate`` (when given) holds every answer back until it is set: a run then stays mid-way
-    for as long as the test needs.
+    ``gate`` (when given) holds answers back until it is set: a run then stays mid-way for as
+    long as the test needs. With ``hold_from`` set, the first ``hold_from - 1`` requests are
+    answered and only the later ones wait.
     """
 
     def __init__(self, *, delay: float = 0.3, chunk_delay: float = 0.02, tasks: int = 2,
@@ -39,9 +41,12 @@ class SlowModel:
         self.chunk_delay = chunk_delay
         self.tasks = tasks
         self.gate = gate
+        self.hold_from: int | None = None
+        self._count = itertools.count(1)
 
     def __call__(self, request: RecordedRequest) -> Reply:
-        if self.gate is not None:
+        number = next(self._count)
+        if self.gate is not None and (self.hold_from is None or number >= self.hold_from):
             self.gate.wait(60)
         text = "\n".join(str(m.get("content") or "") for m in request.messages)
         slow: dict[str, Any] = {"delay": self.delay}
@@ -157,7 +162,7 @@ def statuses_seen(page: Page) -> set[str]:
 
 def test_approve_the_plan_then_watch_steps_statuses_and_cost_change_live(page: Page, app_server: LiveServer,
                                                                         fake_model: Any) -> None:
-    llm, _model = fake_model
+    llm, model = fake_model
     ids = start_run(app_server, llm, "Watched trip", planning=True, review=True, human_input=True)
     sign_in(page)
     page.goto(f"/runs/{ids['run']}/")
@@ -165,13 +170,17 @@ def test_approve_the_plan_then_watch_steps_statuses_and_cost_change_live(page: P
 
     expect(status).to_have_attribute("data-status", "awaiting_approval", timeout=20_000)
     page.get_by_role("link", name="Review the plan").click()
-    page.get_by_role("button", name="Approve & continue").click()
-    expect(page).to_have_url(re.compile(rf"/runs/{ids['run']}/$"))
-    mark_page(page)
-    page.evaluate(RECORD_STATUSES)
-    expect(page.locator("#conn-status")).to_have_text("Live")
-    cost = page.locator("#run-cost")
-    cost_before = cost.inner_text()
+    model.gate = threading.Event()  # the model waits until this page is watching, however slow the box
+    try:
+        page.get_by_role("button", name="Approve & continue").click()
+        expect(page).to_have_url(re.compile(rf"/runs/{ids['run']}/$"))
+        mark_page(page)
+        page.evaluate(RECORD_STATUSES)
+        expect(page.locator("#conn-status")).to_have_text("Live")
+        cost = page.locator("#run-cost")
+        cost_before = cost.inner_text()
+    finally:
+        model.gate.set()
 
     first = page.locator(f"#task-{ids['tasks'][0]}")
     expect(first.locator(".task-head")).to_have_attribute("data-status", "running", timeout=20_000)
@@ -238,23 +247,29 @@ def test_stop_a_run_and_see_it_stopped(page: Page, app_server: LiveServer, fake_
 def test_a_reload_and_a_dropped_socket_mid_run_show_every_event_exactly_once(page: Page, app_server: LiveServer,
                                                                            fake_model: Any) -> None:
     llm, model = fake_model
-    model.delay = 0.4
+    model.delay = 0.2
+    # The agent's plan and its first step are answered; then the model waits: the run stays
+    # mid-way for as long as the reload and the dropped socket take, however fast the box.
+    model.gate, model.hold_from = threading.Event(), 3
     sockets: list[str] = []
     page.on("websocket", lambda ws: sockets.append(ws.url))
-    ids = start_run(app_server, llm, "Reloaded trip")
-    sign_in(page)
-    page.goto(f"/runs/{ids['run']}/")
-    expect(page.locator('.step-head[data-status="completed"]').first).to_be_visible(timeout=20_000)
-
-    page.reload()  # mid-run: at least one step done, the answer not written yet
-    expect(page.locator("#conn-status")).to_have_text("Live")
-    assert re.search(r"after=[1-9]\d*", sockets[-1]), sockets  # the reloaded page asks only for newer events
-    # The socket drops: the page says so, reconnects from the last event shown, and catches up.
-    page.evaluate("document.getElementById('run-page')['htmx-internal-data'].webSocket.socket.close()")
-    expect(page.locator("#run-page")).to_have_class(re.compile("is-reconnecting"))
-    expect(page.locator("#conn-status")).to_have_text(re.compile("reconnecting", re.I))
-    expect(page.locator("#conn-status")).to_have_text("Live", timeout=10_000)
-    assert len(sockets) >= 3 and re.search(r"after=[1-9]\d*", sockets[-1]), sockets
+    try:
+        ids = start_run(app_server, llm, "Reloaded trip")
+        sign_in(page)
+        page.goto(f"/runs/{ids['run']}/")
+        expect(page.locator('.step-head[data-status="completed"]').first).to_be_visible(timeout=20_000)
+        page.reload()  # mid-run: at least one step done, the answer not written yet
+        expect(page.locator("#conn-status")).to_have_text("Live")
+        expect(page.locator("#run-status")).not_to_have_attribute("data-status", "succeeded")
+        assert re.search(r"after=[1-9]\d*", sockets[-1]), sockets  # the reloaded page asks only for newer events
+        # The socket drops: the page says so, reconnects from the last event shown, and catches up.
+        page.evaluate("document.getElementById('run-page')['htmx-internal-data'].webSocket.socket.close()")
+        expect(page.locator("#run-page")).to_have_class(re.compile("is-reconnecting"))
+        expect(page.locator("#conn-status")).to_have_text(re.compile("reconnecting", re.I))
+        expect(page.locator("#conn-status")).to_have_text("Live", timeout=10_000)
+        assert len(sockets) >= 3 and re.search(r"after=[1-9]\d*", sockets[-1]), sockets
+    finally:
+        model.gate.set()
 
     expect(page.locator("#run-status")).to_have_attribute("data-status", "succeeded", timeout=30_000)
     shown = shown_seqs(page)
