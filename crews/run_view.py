@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import nh3
 from django.template.loader import render_to_string
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.safestring import SafeString, mark_safe
@@ -233,6 +233,20 @@ def _oob(oob: bool) -> str:
     return ' hx-swap-oob="true"' if oob else ""
 
 
+@functools.lru_cache(maxsize=256)
+def _step_result_url_around(run_id: int, script_prefix: str, urlconf: Any, language: str | None) -> tuple[str, str]:
+    url = reverse("crews:run-step-result", args=[run_id, 0], urlconf=urlconf)
+    head, _zero, tail = url.rpartition("/0/")
+    return head + "/", "/" + tail
+
+
+def step_result_url(run_id: int, seq: int) -> str:
+    """``reverse("crews:run-step-result", args=[run_id, seq])``: a long run has hundreds, so the
+    URL around the seq is reversed once per run (and script prefix, URLconf and language)."""
+    head, tail = _step_result_url_around(run_id, get_script_prefix(), get_urlconf(), get_language())
+    return f"{head}{int(seq)}{tail}"
+
+
 def loaded_when_opened(url: str, *, css_class: str, summary: str, link: str) -> str:
     """A closed disclosure whose text loads from ``url`` when first opened (htmx's ``toggle
     once``): a step's result, a finished crew run's answer. Without JavaScript its link shows
@@ -288,25 +302,37 @@ class LLMCall:
         return duration_text((self.latency_ms or 0) / 1000) if self.latency_ms is not None else "—"
 
     def html(self, oob: bool = False) -> str:
-        words = labels("entry")
-        what = words["llm"] % {"purpose": self.purpose_label}
-        meta = f"<span>{escape_label(self.model)}</span>"
-        if self.status == "running":
-            what += "…"
-        elif self.status == "done":
-            title = words["in_out"] % {"p": self.prompt_tokens, "c": self.completion_tokens}
-            tokens = words["tokens"] % {"n": self.tokens}
-            meta += (f'<span title="{escape(title)}">{escape(tokens)}</span><span>{escape_label(self.cost)}</span>'
-                     f"<span>{escape(self.latency)}</span>")
-        error = ""
-        if self.status == "failed":
-            text = self.error or words["cut"]
-            if self.retrying:
-                text += " " + words["retrying"]
-            error = f'<span class="entry__error">{escape(text)}</span>'
-        return (f'<div id="{self.dom_id}" class="entry entry--llm" data-status="{self.status}"{_oob(oob)}>'
-                f'<span class="entry__mark" aria-hidden="true"></span><span class="entry__what">{escape_label(what)}</span>'
-                f'<span class="entry__meta">{meta}</span>{error}</div>')
+        # A long run has hundreds of calls and each is a handful of translated, formatted
+        # figures: the markup is memoised per language on everything it shows.
+        return _llm_call_html(get_language(), self.seq, self.model, self.purpose, self.status, self.prompt_tokens,
+                              self.completion_tokens, self.cost_usd, self.latency_ms, self.error, self.retrying, oob)
+
+
+@functools.lru_cache(maxsize=8192)
+def _llm_call_html(language: str | None, seq: int, model: str, purpose: str, status: str, prompt_tokens: int,
+                   completion_tokens: int, cost_usd: float | None, latency_ms: int | None, error: str,
+                   retrying: bool, oob: bool) -> str:
+    """``LLMCall.html`` of a call with these fields, in ``language`` (the active one)."""
+    words = labels("entry")
+    what = words["llm"] % {"purpose": purpose_label(purpose)}
+    meta = f"<span>{escape_label(model)}</span>"
+    if status == "running":
+        what += "…"
+    elif status == "done":
+        title = words["in_out"] % {"p": prompt_tokens, "c": completion_tokens}
+        tokens = words["tokens"] % {"n": tokens_text(prompt_tokens + completion_tokens)}
+        latency = duration_text(latency_ms / 1000) if latency_ms is not None else "—"
+        meta += (f'<span title="{escape(title)}">{escape(tokens)}</span><span>{escape_label(usd(cost_usd))}</span>'
+                 f"<span>{escape(latency)}</span>")
+    error_html = ""
+    if status == "failed":
+        text = error or words["cut"]
+        if retrying:
+            text += " " + words["retrying"]
+        error_html = f'<span class="entry__error">{escape(text)}</span>'
+    return (f'<div id="llm-{seq}" class="entry entry--llm" data-status="{status}"{_oob(oob)}>'
+            f'<span class="entry__mark" aria-hidden="true"></span><span class="entry__what">{escape_label(what)}</span>'
+            f'<span class="entry__meta">{meta}</span>{error_html}</div>')
 
 
 @dataclass(slots=True, eq=False)
@@ -483,7 +509,7 @@ class Step:
         if self.reason:
             body += f'<p class="muted">{escape(words["skipped"] % {"reason": self.reason})}</p>'
         if self.result:
-            url = reverse("crews:run-step-result", args=[self.run_id, self.result_seq])
+            url = step_result_url(self.run_id, self.result_seq)
             body += loaded_when_opened(url, css_class="step-result__details", summary=words["result"],
                                        link=words["show_result"])
         if self.learned or self.reviewed_ok is False:
@@ -593,7 +619,7 @@ class TaskView(_UsageAndOutput):
         """The answer of a finished crew run, closed: it loads when opened, as a step's result
         does (``loaded_when_opened``)."""
         words = labels("task_answer")
-        url = reverse("crews:run-step-result", args=[self.run_id, self.output_seq])
+        url = step_result_url(self.run_id, self.output_seq)
         html = loaded_when_opened(url, css_class="answer", summary=words["answer"], link=words["show_answer"])
         return mark_safe(html)  # noqa: S308 - escaped in loaded_when_opened
 
@@ -694,6 +720,14 @@ class Change:
 
 
 # The fold -------------------------------------------------------------------------------------
+
+
+# What sets a waiting run running again: the events that end each wait (``_resume_work``).
+_RESUMED_BY: dict[str, tuple[str, ...]] = {
+    "awaiting_input": ("run.running", "feedback.received", "approval.resolved", "task.started"),
+    "awaiting_approval": ("run.running", "crew_plan.approved", "task.started"),
+    "planning": ("run.running", "crew_plan.approved", "task.started"),
+}
 
 
 class RunView(_UsageAndOutput):
@@ -908,12 +942,7 @@ class RunView(_UsageAndOutput):
 
         Runs recorded before ``run.running`` existed are read from the events that follow.
         """
-        resumes = {
-            "awaiting_input": ("run.running", "feedback.received", "approval.resolved", "task.started"),
-            "awaiting_approval": ("run.running", "crew_plan.approved", "task.started"),
-            "planning": ("run.running", "crew_plan.approved", "task.started"),
-        }.get(self.status, ())
-        if type_ in resumes:
+        if type_ in _RESUMED_BY.get(self.status, ()):
             if self.waiting is not None:
                 self.waiting = None
                 self._emit(Change("run-notice", {}))

@@ -785,3 +785,28 @@ def test_a_resumed_run_starts_its_interrupted_task_over_and_its_clock_skips_the_
     assert not interrupted.clock_running and interrupted.tasks[0].steps[0].status == "running"
     assert view.status == "running" and view.tasks[0].status == "running" and view.tasks[0].plan == []
     assert view.elapsed_seconds is not None and view.elapsed_seconds < 60
+
+
+def test_step_result_url_is_what_reverse_gives() -> None:
+    from crews.run_view import step_result_url
+
+    for run_id, seq in ((1, 7), (10, 0), (0, 10), (123, 4567)):
+        assert step_result_url(run_id, seq) == reverse("crews:run-step-result", args=[run_id, seq])
+
+
+def test_llm_call_markup_is_the_same_however_often_it_is_asked_for() -> None:
+    from django.utils import translation
+
+    from crews.run_view import LLMCall
+
+    call = LLMCall(seq=3, model="gpt <x>", purpose="plan")
+    running = call.html()
+    assert 'id="llm-3"' in running and "gpt &lt;x&gt;" in running and "…" in running
+    call.status, call.prompt_tokens, call.completion_tokens, call.cost_usd, call.latency_ms = "done", 1200, 34, 0.0123, 2500
+    done = call.html()
+    assert done != running and "1,234" in done and call.html() == done
+    assert call.html(oob=True) == done.replace('data-status="done"', 'data-status="done" hx-swap-oob="true"', 1)
+    with translation.override("pt-br"):
+        assert call.html() != done  # per language: its figures and labels
+    call.status, call.error, call.retrying = "failed", "rate <limit>", True
+    assert "rate &lt;limit&gt;" in call.html()
