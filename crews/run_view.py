@@ -675,7 +675,12 @@ class LogRow:
 _SUMMARY_FIELDS = ("output", "error", "message", "description", "text", "reason", "answer", "name")
 
 
+_SUMMARY_NAMES = frozenset(_SUMMARY_FIELDS)
+
+
 def summary_of(data: dict[str, Any]) -> str:
+    if _SUMMARY_NAMES.isdisjoint(data):  # most events (LLM calls, tool calls) have none of them
+        return ""
     for name in _SUMMARY_FIELDS:
         value = data.get(name)
         if isinstance(value, (str, int, float)) and value != "":
@@ -1291,7 +1296,8 @@ class RunView(_UsageAndOutput):
     def _add_entry(self, task: TaskView, step_id: str | None, entry: Any) -> None:
         entries, container, _step = self._container(task, step_id)
         entries.append(entry)
-        self._emit(Change("entry", {"entry": entry}, into=container, wrapper="ol"))
+        if self._changes is not None:  # building the page's view from stored events: no changes to say
+            self._emit(Change("entry", {"entry": entry}, into=container, wrapper="ol"))
 
     def _note(self, task: TaskView, step_id: str | None, note: Note) -> None:
         self._add_entry(task, step_id, note)
@@ -1301,6 +1307,8 @@ class RunView(_UsageAndOutput):
         call = LLMCall(seq=seq, model=_text(data.get("model")), purpose=_text(data.get("purpose")))
         self._open_llm.setdefault((task.key, step_id or ""), []).append(call)
         self._add_entry(task, step_id, call)
+        if self._changes is None:
+            return
         # The stream area shows the call in progress: a new call starts it afresh.
         _entries, _container, step = self._container(task, step_id)
         target = f"delta-step-{task.key}-{step.key}" if step is not None else f"delta-{task.key}"
@@ -1329,9 +1337,10 @@ class RunView(_UsageAndOutput):
             holder.cost_usd += call.cost_usd or 0.0
             holder.cost_unknown += cost is None
             holder.llm_calls += 1
-        self._emit(Change("entry", {"entry": call}))
-        self._emit(Change("run-stats", {}))
-        self._emit(Change("task-head", {"task": task}))
+        if self._changes is not None:
+            self._emit(Change("entry", {"entry": call}))
+            self._emit(Change("run-stats", {}))
+            self._emit(Change("task-head", {"task": task}))
 
     def on_llm_failed(self, seq: int, task_id: Any, step_id: str | None, data: dict[str, Any], at: datetime | None) -> None:
         task = self.task_for(task_id)
