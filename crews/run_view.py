@@ -32,6 +32,7 @@ from django.utils.translation import gettext as _
 from markdown_it import MarkdownIt
 
 from crews.models import PlanStep, Run, RunEvent, RunTask
+from planner_site.reversing import url_around_last_arg
 from planner_site.templatetags.money import grouped, usd
 
 ACTIVE = {"queued", "planning", "awaiting_approval", "running", "awaiting_input", "cancelling"}
@@ -235,9 +236,8 @@ def _oob(oob: bool) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _step_result_url_around(run_id: int, script_prefix: str, urlconf: Any, language: str | None) -> tuple[str, str]:
-    url = reverse("crews:run-step-result", args=[run_id, 0], urlconf=urlconf)
-    head, _zero, tail = url.rpartition("/0/")
-    return head + "/", "/" + tail
+    # script_prefix and language are not read here: they key the cache, as reverse() depends on them.
+    return url_around_last_arg("crews:run-step-result", run_id, urlconf=urlconf)
 
 
 def step_result_url(run_id: int, seq: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -11,7 +12,7 @@ from django.utils.translation import gettext as _
 
 from agents.models import Agent
 from crews.engine.interpolate import find_placeholders
-from crews.models import Crew, Plan, PlanStep, PlanVersion, Run, RunEvent, Task
+from crews.models import Crew, Plan, PlanStep, PlanVersion, Run, RunEvent, RunTask, Task
 from planner_site.errors import Forbidden, NotFound
 from planner_site.roles import can_build, is_admin
 
@@ -64,8 +65,11 @@ def task_get(*, user: Any, task_id: int, for_write: bool = False) -> Task:
     return task
 
 
-def crew_tasks(*, crew: Crew) -> list[Task]:
-    return list(crew.tasks.select_related("agent").prefetch_related("context").order_by("order", "id"))
+def crew_tasks(*, crew: Crew, with_context: bool = True) -> list[Task]:
+    """The crew's tasks in order, with their agents and (unless ``with_context=False``, for
+    pages that never show it: a query and a model per link) the tasks each one reads."""
+    tasks = crew.tasks.select_related("agent").order_by("order", "id")
+    return list(tasks.prefetch_related("context") if with_context else tasks)
 
 
 def crew_input_names(*, crew: Crew) -> list[str]:
@@ -149,6 +153,42 @@ def run_events(*, run: Run | int, after: int = 0, limit: int = 500) -> list[RunE
     run_id = run if isinstance(run, int) else run.pk
     limit = max(1, min(int(limit), 1000))
     return list(RunEvent.objects.filter(run_id=run_id, seq__gt=max(0, int(after))).order_by("seq")[:limit])
+
+
+# Stored events whose text the run page loads when its disclosure opens: event type -> field.
+LOADED_LATER = {"step.completed": "result", "task.completed": "output"}
+
+
+@dataclass(frozen=True)
+class LoadedText:
+    """A step's result or a task's answer, as its event stored it."""
+
+    type: str
+    task_id: int | None
+    task_name: str
+    step_id: str | None
+    number: Any  # the step's number (``step.completed``), else None
+    text: str
+
+
+def run_loaded_text(*, run: Run, seq: int) -> LoadedText | None:
+    """What event ``seq`` of ``run`` carries for the page to load later (``LOADED_LATER``);
+    None when that event is not one of those or carries no text."""
+    row = (RunEvent.objects.filter(run_id=run.pk, seq=seq, type__in=list(LOADED_LATER))
+           .values_list("type", "task_id", "step_id", "data").first())
+    if row is None:
+        return None
+    type_, task_id, step_id, data = row
+    data = data if isinstance(data, dict) else {}
+    text = data.get(LOADED_LATER[type_])
+    if not isinstance(text, str) or not text:
+        return None
+    task_name = (RunTask.objects.filter(run_id=run.pk, task_id_snapshot=task_id).values_list("name", flat=True)
+                 .first() if task_id is not None else None)
+    return LoadedText(
+        type=type_, task_id=task_id, task_name=task_name or "", step_id=step_id or data.get("step_id"),
+        number=(data.get("number") or "") if type_ == "step.completed" else None, text=text,
+    )
 
 
 def plan_get(*, user: Any, plan_id: int, for_write: bool = False) -> Plan:

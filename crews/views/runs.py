@@ -24,7 +24,7 @@ from django_htmx.http import reswap, retarget
 
 from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post
 from crews import runs, selectors
-from crews.models import Crew, FeedbackRequest, Run, RunEvent, RunTask, ToolApproval
+from crews.models import Crew, FeedbackRequest, Run, ToolApproval
 from crews.run_view import (
     RUN_SCOPE,
     RUN_STATUS_TONE,
@@ -117,10 +117,6 @@ def run_output(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     return response
 
 
-# What a stored event carries that the run page loads when its disclosure opens: event type, field.
-_LOADED_LATER = {"step.completed": "result", "task.completed": "output"}
-
-
 @require_GET
 @domain_errors
 @vary_on_headers("HX-Request")  # one URL, two answers (fragment or page): caches must tell them apart
@@ -134,27 +130,18 @@ def run_step_result(request: HtmxHttpRequest, run_id: int, seq: int) -> HttpResp
     page. Stored events never change, so the seq names the text for good.
     """
     run = selectors.run_get(user=request.user, run_id=run_id)
-    row = (RunEvent.objects.filter(run_id=run.pk, seq=seq, type__in=list(_LOADED_LATER))
-           .values_list("type", "task_id", "step_id", "data").first())
-    if row is None:
+    loaded = selectors.run_loaded_text(run=run, seq=seq)
+    if loaded is None:
         raise Http404
-    type_, task_id, step_id, data = row
-    data = data if isinstance(data, dict) else {}
-    text = data.get(_LOADED_LATER[type_])
-    if not isinstance(text, str) or not text:
-        raise Http404
-    context: dict[str, Any] = {"run": run, "result_html": markdown(text)}
+    context: dict[str, Any] = {"run": run, "result_html": markdown(loaded.text)}
     if request.htmx:
         return render(request, "crews/run_step_result.html#result", context)
-    task_key = str(task_id) if task_id is not None else RUN_SCOPE
-    task_name = (RunTask.objects.filter(run_id=run.pk, task_id_snapshot=task_id).values_list("name", flat=True)
-                 .first() if task_id is not None else None)
-    if type_ == "step.completed":
-        anchor = f"step-{task_key}-{dom_key(step_id or data.get('step_id') or '')}"
+    task_key = str(loaded.task_id) if loaded.task_id is not None else RUN_SCOPE
+    if loaded.type == "step.completed":
+        anchor = f"step-{task_key}-{dom_key(loaded.step_id or '')}"
     else:
         anchor = f"answer-{task_key}"
-    step_number = (data.get("number") or "") if type_ == "step.completed" else None  # None: an answer
-    context.update(step_number=step_number, task_name=task_name or "", back_url=_detail_url(run, anchor))
+    context.update(step_number=loaded.number, task_name=loaded.task_name, back_url=_detail_url(run, anchor))
     return render(request, "crews/run_step_result.html", context)
 
 
