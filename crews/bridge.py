@@ -140,6 +140,8 @@ def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None) -> int:
     process (run.cancelling) and the worker never hand out the same number. With RETURNING
     (SQLite >= 3.35, PostgreSQL) it is the only statement.
     """
+    # Django has no feature flag for UPDATE … RETURNING; the backends that return columns from
+    # an INSERT (SQLite >= 3.35, PostgreSQL) support it on UPDATE too.
     returning = connection.features.can_return_columns_from_insert
     sql = _take_seq_sql(connection.vendor, usage is not None, returning)
     with connection.cursor() as cursor:
