@@ -298,7 +298,7 @@ def _kickoff_plan(user: Any, plan_id: int | None) -> Plan | None:
     "the background; follow it at /api/runs/{id}/events or the websocket.",
 )
 def crew_kickoff(request: HttpRequest, id: int, payload: KickoffIn) -> Any:
-    crew = selectors.crew_get(user=request.user, crew_id=id, for_write=True)
+    crew = selectors.crew_get_for_kickoff(user=request.user, crew_id=id)
     run = runs.run_kickoff(
         actor=request.user,
         crew=crew,
