@@ -13,6 +13,8 @@ import asyncio
 import functools
 import json
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -26,7 +28,7 @@ from django.utils.translation.trans_real import parse_accept_lang_header
 
 from crews import selectors
 from crews.bridge import payload_of
-from crews.models import Run
+from crews.models import Run, RunEvent
 from crews.realtime import (
     EventPayload,
     deltas_group,
@@ -35,7 +37,6 @@ from crews.realtime import (
     unfollow_deltas,
 )
 from crews.run_view import RunView, crew_plan_steps, plan_key, render_event_html
-from planner_site.errors import NotFound
 
 logger = logging.getLogger(__name__)
 
@@ -44,18 +45,42 @@ CLOSE_NOT_FOUND = 4404
 REPLAY_PAGE = 500
 
 
-@database_sync_to_async
-def _visible_run_id(user: Any, run_id: int) -> int | None:
-    try:
-        return selectors.run_get(user=user, run_id=run_id).pk
-    except NotFound:
-        return None
+@dataclass
+class Opening:
+    """What a socket's one database hop at connect found: whether it may follow the run (else
+    the close code), the first page of the replay, and what the consumer prepared for it."""
+
+    code: int | None  # CLOSE_UNAUTHENTICATED or CLOSE_NOT_FOUND; None: the socket follows
+    events: list[EventPayload] = field(default_factory=list)
+    prepared: Any = None
 
 
 @database_sync_to_async
-def _stored_events(run_id: int, after: int, upto: int | None = None) -> list[EventPayload]:
-    events = selectors.run_events(run=run_id, after=after, limit=REPLAY_PAGE)
-    return [payload_of(e) for e in events if upto is None or e.seq <= upto]
+def _open(
+    user: Any, run_id: int, after: int, prepare: Callable[[Any, int, list[EventPayload]], Any]
+) -> Opening:
+    """Who the user is, whether they see the run and the stored events after ``after``: one hop,
+    one connection, for the whole connect (``user`` may be a lazy token user, resolved here)."""
+    if user is None or not user.is_authenticated:
+        return Opening(CLOSE_UNAUTHENTICATED)
+    # exists(): the visibility rules of run_get, without its joins, model and ordering.
+    if not selectors.run_visible(user=user).filter(pk=run_id).exists():
+        return Opening(CLOSE_NOT_FOUND)
+    events = _stored_events_sync(run_id, after)
+    return Opening(None, events, prepare(user, run_id, events))
+
+
+def _stored_events_sync(run_id: int, after: int, upto: int | None = None) -> list[EventPayload]:
+    # Rows, not models: payload_of reads the same attributes off a named row.
+    rows = (
+        RunEvent.objects.filter(run_id=run_id, seq__gt=after)
+        .order_by("seq")
+        .values_list("seq", "type", "at", "task_id", "step_id", "data", named=True)[:REPLAY_PAGE]
+    )
+    return [payload_of(row) for row in rows if upto is None or row.seq <= upto]
+
+
+_stored_events = database_sync_to_async(_stored_events_sync)
 
 
 def _int_param(params: dict[str, list[str]], name: str) -> int:
@@ -71,6 +96,7 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
     run_id: int
     last_sent: int = 0  # the newest seq the client has (from ?after=, then what was sent)
     group: str | None = None
+    following = False  # the user may see the run: live events are sent from now on
     deltas = True  # whether the socket shows streamed LLM deltas (joins the deltas group)
     deltas_joined = False  # in deltas_group, so leaving discards it
     # follow_deltas, as a task: a connect cancelled while it runs still leaves it to finish,
@@ -122,42 +148,60 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
                 raise error
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Live events go straight to ``run_event``.
+        """Live events go straight to ``run_event``, and the socket's own messages to their
+        handlers.
 
         Channels' own dispatch first runs ``close_old_connections`` through ``sync_to_async``
-        for every message: with 100 sockets on a run, every event queued 100 hops on the one
-        shared thread, ahead of the sends. This consumer touches the database only in
+        for every message (and once more after a disconnect): with 100 sockets on a run, every
+        event queued 100 hops on the one shared thread, ahead of the sends, and every socket took
+        three hops just to open and close. This consumer touches the database only in
         ``database_sync_to_async`` helpers, which close old connections themselves.
         """
-        if message["type"] == "run.event":
-            await self.run_event(message)
+        kind = message["type"]
+        if kind == "run.event":
+            if self.following:  # queued while the connect was still checking who may see it
+                await self.run_event(message)
+        elif kind == "websocket.connect":
+            await self.connect()
+        elif kind == "websocket.receive":
+            await self.websocket_receive(message)
+        elif kind == "websocket.disconnect":
+            await self.disconnect(message["code"])
+            raise StopConsumer()
         else:
             await super().dispatch(message)
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
         # Accept, then close with a code: a refused handshake would reach a browser as a bare
         # HTTP 403, and API.md promises the client these codes.
         await self.accept()
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        run_id = await _visible_run_id(user, int(self.scope["url_route"]["kwargs"]["run_id"]))
-        if run_id is None:
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
-        self.run_id = run_id
+        run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
         params = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         self.last_sent = _int_param(params, "after")
         self.configure(params)
+        # Join before the replay is read, so nothing stored meanwhile is missed; and before the
+        # user and the run are checked, in the same hop as the read. Nothing from the group
+        # reaches the client unless the check lets the socket follow the run.
+        self.run_id = run_id
         self.group = run_group(run_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)  # before the replay
+        await self.channel_layer.group_add(self.group, self.channel_name)
         if self.deltas:
             self.deltas_joined = True
             await self.channel_layer.group_add(deltas_group(run_id), self.channel_name)
+        opening = await _open(self.scope.get("user"), run_id, self.last_sent, self.prepare)
+        if opening.code is not None:
+            await self.leave()
+            await self.close(code=opening.code)
+            return
+        self.following = True
+        if self.deltas:
             self.follow = asyncio.ensure_future(follow_deltas(run_id))
             await asyncio.shield(self.follow)
-        await self.catch_up()
+        self.prepared(opening.prepared)
+        for event in opening.events:
+            await self.send_event(event)
+        if len(opening.events) == REPLAY_PAGE:
+            await self.catch_up()
 
     async def disconnect(self, code: int) -> None:
         await asyncio.shield(self.leave())
@@ -215,6 +259,14 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
     def configure(self, params: dict[str, list[str]]) -> None:
         return None
 
+    def prepare(self, user: Any, run_id: int, events: list[EventPayload]) -> Any:
+        """What sending ``events`` (the first replay page) needs from the database, read in the
+        connect's hop (a worker thread): it goes to ``prepared`` on the event loop."""
+        return None
+
+    def prepared(self, value: Any) -> None:
+        return None
+
     async def emit(self, event: EventPayload, text: str | None = None) -> None:
         """Send the event; ``text`` is its JSON when it came live (``broadcast`` encoded it)."""
         raise NotImplementedError
@@ -248,6 +300,14 @@ class RunEventsHtmlConsumer(RunEventsConsumer):
     def configure(self, params: dict[str, list[str]]) -> None:
         self.language = _language(self.scope)
 
+    def prepare(self, user: Any, run_id: int, events: list[EventPayload]) -> Any:
+        # The page as it was, built in the connect's hop when the replay has rows to add to it.
+        return _page_view_sync(user, run_id, self.last_sent) if events else None
+
+    def prepared(self, value: Any) -> None:
+        if value is not None:
+            self.view, self.can_write = value
+
     async def emit(self, event: EventPayload, text: str | None = None) -> None:
         if self.view is None:  # the first message: the page has every event up to last_sent
             self.view, self.can_write = await _page_view(self.scope["user"], self.run_id, self.last_sent)
@@ -260,10 +320,12 @@ class RunEventsHtmlConsumer(RunEventsConsumer):
         await self.send(text_data=html)
 
 
-@database_sync_to_async
-def _page_view(user: Any, run_id: int, upto: int) -> tuple[RunView, bool]:
+def _page_view_sync(user: Any, run_id: int, upto: int) -> tuple[RunView, bool]:
     run = Run.objects.select_related("crew", "agent").get(pk=run_id)
     return RunView.build(run, upto=upto), selectors.run_can_write(user=user, run=run)
+
+
+_page_view = database_sync_to_async(_page_view_sync)
 
 
 def _language(scope: dict[str, Any]) -> str:

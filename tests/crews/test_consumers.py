@@ -186,14 +186,14 @@ async def test_a_gap_in_the_live_stream_is_filled_from_the_database(finished_run
 async def test_live_events_wait_for_the_replay_to_finish(finished_run, headers, monkeypatch):
     everything = await stored(finished_run)
     replay_started, replay_may_finish = asyncio.Event(), asyncio.Event()
-    real_stored_events = consumers._stored_events
+    real_open = consumers._open  # the connect's one hop: the checks, then the replay's read
 
-    async def slow_stored_events(*args: Any) -> list[EventPayload]:
+    async def slow_open(*args: Any) -> consumers.Opening:
         replay_started.set()
         await replay_may_finish.wait()
-        return await real_stored_events(*args)
+        return await real_open(*args)
 
-    monkeypatch.setattr(consumers, "_stored_events", slow_stored_events)
+    monkeypatch.setattr(consumers, "_open", slow_open)
     communicator = WebsocketCommunicator(application, f"/ws/api/runs/{finished_run.pk}/", headers=headers)
     connecting = asyncio.ensure_future(communicator.connect())
     await replay_started.wait()  # joined the group, reading the database
@@ -341,6 +341,33 @@ async def test_another_users_run_closes_with_4404(finished_run, other_builder, p
     headers = await database_sync_to_async(session_headers)(other_builder)
     communicator = await connect(path.format(id=finished_run.pk), headers)
     await assert_closed_with(communicator, 4404)
+
+
+async def test_a_refused_socket_gets_nothing_broadcast_while_it_was_checked(
+    finished_run, other_builder, monkeypatch
+):
+    headers = await database_sync_to_async(session_headers)(other_builder)
+    checking, may_answer = asyncio.Event(), asyncio.Event()
+    real_open = consumers._open
+
+    async def slow_open(*args: Any) -> consumers.Opening:
+        checking.set()
+        await may_answer.wait()
+        return await real_open(*args)
+
+    monkeypatch.setattr(consumers, "_open", slow_open)
+    communicator = WebsocketCommunicator(application, f"/ws/api/runs/{finished_run.pk}/", headers=headers)
+    connecting = asyncio.ensure_future(communicator.connect())
+    await checking.wait()  # in the run's group already, not yet told it may not see the run
+    await broadcast(finished_run.pk, await store(finished_run, "run.resumed", {"secret": "x"}))
+    await broadcast(finished_run.pk, DELTA)
+    may_answer.set()
+    assert (await connecting)[0]
+
+    assert await communicator.receive_output(timeout=3) == {"type": "websocket.close", "code": 4404}
+    assert await communicator.receive_nothing(timeout=0.2)  # not even after the close
+    assert not get_channel_layer().groups.get(run_group(finished_run.pk))
+    await communicator.disconnect()
 
 
 async def test_a_missing_run_closes_with_4404(headers):

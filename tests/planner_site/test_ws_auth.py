@@ -23,8 +23,12 @@ def cookie(user: Any) -> tuple[bytes, bytes]:
 async def scope_seen(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
 
+    def username(user: Any) -> str | None:
+        return user.username if user.is_authenticated else None
+
     async def inner(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        seen.update(scope, username=scope["user"].username if scope["user"].is_authenticated else None)
+        # A user may be lazy (a token without a cookie): read it off the event loop, as consumers do.
+        seen.update(scope, username=await database_sync_to_async(username)(scope["user"]))
 
     scope = {"type": "websocket", "path": "/ws/api/runs/1/", "headers": headers}
     await WebsocketAuthMiddlewareStack(inner)(scope, None, None)
