@@ -12,6 +12,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.db.models import F, Prefetch, prefetch_related_objects
+from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
 from agents.bridge import agent_snapshot, agent_spec, llm_lookup
@@ -201,22 +202,56 @@ def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
         run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
     )
     _insert_event(event)
-    if usage is not None and task_id is not None:
-        prompt, completion, cost = usage
-        RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(
-            prompt_tokens=F("prompt_tokens") + prompt, completion_tokens=F("completion_tokens") + completion,
-            cost_usd=F("cost_usd") + cost, llm_calls=F("llm_calls") + 1,
-        )
-    elif type_ in _TASK_STATUS and task_id is not None:
-        fields: dict[str, Any] = {"status": _TASK_STATUS[type_]}
-        if type_ == "task.completed":
-            fields["output"] = data.get("output", "")
-        if type_ == "task.failed":
-            fields["error"] = data.get("error", "")
+    if task_id is None:
+        return event
+    if usage is not None:
+        _update_task(connection.vendor, "usage", [*usage, 1, run_id, task_id])  # 1: one more LLM call
+    elif type_ in _TASK_STATUS:
+        texts = [data.get(name, "") for name in _TASK_TEXTS[type_]]
         if type_ == "task.started":
-            fields.update(output="", error="")
-        RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(**fields)
+            texts = ["", ""]
+        _update_task(connection.vendor, type_, [_TASK_STATUS[type_], *texts, run_id, task_id])
     return event
+
+
+# The text fields each task event writes besides the status (task.started clears both).
+_TASK_TEXTS: dict[str, tuple[str, ...]] = {
+    "task.started": ("output", "error"),
+    "task.completed": ("output",),
+    "task.failed": ("error",),
+    "task.skipped": (),
+}
+
+
+@functools.cache
+def _task_update_sql(vendor: str, kind: str) -> str:
+    """The ORM's own UPDATE of a run's task row for ``kind`` ("usage" or a task event), compiled
+    once: compiling the update is most of its cost, and an event is stored for every step.
+
+    Compiled with stand-in values, checked to come back as the statement's parameters in order,
+    so the SQL is exactly what ``RunTask.objects.filter(...).update(...)`` sends.
+    """
+    rows = RunTask.objects.filter(run_id=1000001, task_id_snapshot=1000002)
+    if kind == "usage":
+        values: dict[str, Any] = {
+            "prompt_tokens": F("prompt_tokens") + 1001, "completion_tokens": F("completion_tokens") + 1002,
+            "cost_usd": F("cost_usd") + Decimal("1003.5"), "llm_calls": F("llm_calls") + 1,
+        }
+        expected: tuple[Any, ...] = (1001, 1002, Decimal("1003.5"), 1, 1000001, 1000002)
+    else:
+        values = {"status": "<status>", **{name: f"<{name}>" for name in _TASK_TEXTS[kind]}}
+        expected = (*values.values(), 1000001, 1000002)
+    query = rows.query.chain(UpdateQuery)
+    query.add_update_values(values)
+    sql, params = query.get_compiler(connection.alias).as_sql()
+    if tuple(params) != expected:  # pragma: no cover - a backend that inlines or reorders values
+        raise RuntimeError(f"unexpected parameters for the {kind} update: {params!r}")
+    return sql
+
+
+def _update_task(vendor: str, kind: str, params: list[Any]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_task_update_sql(vendor, kind), params)
 
 
 def emit_now(run_id: int, type_: str, data: dict[str, Any] | None = None, **kw: Any) -> RunEvent:
