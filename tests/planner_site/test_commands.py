@@ -97,3 +97,30 @@ def test_rotate_keys_re_encrypts_with_the_newest_key(admin_user: Any, settings: 
         assert "Re-encrypted 1 key(s)." in run("rotate_keys")
         token = LLM.objects.get(name="Real").api_key_encrypted
         assert Fernet(new.encode()).decrypt(token.encode()) == b"sk-rotate-me-9876"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--threads", "0"], "--threads must be 1 or more"),
+        (["--threads", "2", "--batch"], "--batch and --max-tasks work with one thread only"),
+        (["--threads", "2", "--max-tasks", "3"], "--batch and --max-tasks work with one thread only"),
+    ],
+)
+@override_settings(TASKS={"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}})
+def test_db_worker_refuses_thread_counts_it_cannot_honour(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("db_worker", *args)
+
+
+@pytest.mark.django_db
+def test_on_sqlite_enqueuing_sends_no_notify_and_nobody_listens(django_assert_num_queries: Any) -> None:
+    from django_tasks_db.backend import DatabaseBackend
+
+    from planner_site.notify import Listener, _on_task_enqueued
+
+    rings: list[int] = []
+    assert Listener(lambda: rings.append(1)).start() is False  # PostgreSQL only
+    with django_assert_num_queries(0):
+        _on_task_enqueued(DatabaseBackend)
+    assert rings == []

@@ -181,3 +181,83 @@ def test_a_worker_process_runs_the_crew_and_the_web_process_streams_every_event(
     # Most of the run reached the client live, across Redis, while the worker executed it.
     live = received[live_from:]
     assert len(live) >= 10 and {"task.completed", "llm.completed", "run.succeeded"} <= {e["type"] for e in live}
+
+
+class HeldAnswers:
+    """Every answer waits until ``release``; ``waiting`` counts requests held right now."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+        self.waiting = 0
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            self.waiting += 1
+        try:
+            self.release.wait(timeout=TIMEOUT)
+        finally:
+            with self._lock:
+                self.waiting -= 1
+        return Reply.text("Thought: I now know the final answer\nFinal Answer: done")
+
+
+def _kickoff(base: str, raw: str, crew_id: int) -> int:
+    request = urllib.request.Request(
+        f"{base}/api/crews/{crew_id}/kickoff", method="POST",
+        data=json.dumps({"inputs": {"topic": "tides"}}).encode(),
+        headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 202
+        return int(json.loads(response.read())["id"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_threaded_worker_runs_crews_at_once_wakes_on_notify_and_stops_cleanly(
+    builder: Any, processes_env: dict[str, str]
+) -> None:
+    from planner_site.models import WorkerBeat
+    from tests.crews.run_helpers import wait_for, wait_for_status
+
+    with FakeLLMServer() as server:
+        answers = HeldAnswers()
+        server.default = answers
+        crew = make_crew(builder, name="Together", tasks=("Research",), llm=fake_llm(server))
+        _token, raw = token_create(user=builder, name="scaleout")
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        web = Process("serve", "--port", str(port), "--workers", "0", env=processes_env)
+        # Idle threads poll every 60 s x 3 between them: only the NOTIFY of an enqueue can start
+        # a run within the deadlines below.
+        worker = Process(
+            "db_worker", "--threads", "3", "--interval", "60", "--no-startup-delay",
+            "--worker-id", f"threads-{uuid.uuid4().hex[:12]}", env=processes_env,
+        )
+        try:
+            web.wait_for_line("is ready at")
+            wait_for(lambda: WorkerBeat.objects.exists(), timeout=TIMEOUT, what="the worker's heartbeat")
+            time.sleep(1.0)  # its threads have polled once, found nothing, and wait
+            run_ids = [_kickoff(base, raw, crew.pk) for _ in range(3)]
+            # One process, three runs in flight at the same time.
+            wait_for(lambda: answers.waiting == 3, timeout=15, what="three LLM requests at once")
+            answers.release.set()
+            for run_id in run_ids:
+                run = wait_for_status(run_id, Run.Status.SUCCEEDED, Run.Status.FAILED, timeout=30)
+                assert run.status == Run.Status.SUCCEEDED, run.error
+                assert f"-{worker.proc.pid}-" in run.worker_id
+
+            # SIGTERM while a run waits on its LLM: the run is marked interrupted, not left running.
+            answers.release.clear()
+            last = _kickoff(base, raw, crew.pk)
+            wait_for(lambda: answers.waiting == 1, timeout=15, what="the last run's LLM request")
+            worker.proc.send_signal(signal.SIGTERM)
+            assert worker.proc.wait(timeout=30) == 0
+            assert Run.objects.get(pk=last).status == Run.Status.INTERRUPTED
+        except BaseException:
+            print("web:\n" + web.output() + "\nworker:\n" + worker.output())
+            raise
+        finally:
+            answers.release.set()
+            worker.stop()
+            web.stop()

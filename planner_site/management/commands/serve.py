@@ -10,7 +10,14 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from planner_site.worker import configured_workers, default_worker_id, make_worker, run_stop_hooks
+from planner_site.notify import Listener
+from planner_site.worker import (
+    configured_workers,
+    default_worker_id,
+    doorbell,
+    make_worker,
+    run_stop_hooks,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +29,9 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument(
-            "--workers", type=int, default=None,
+            "--workers",
+            type=int,
+            default=None,
             help="Runs executed at once in this process (0: none; default: the PLANNER_WORKERS setting).",
         )
 
@@ -54,6 +63,7 @@ class Command(BaseCommand):
             self.stdout.flush()
 
         def stop_workers() -> Any:
+            listener.stop()
             for worker in workers:
                 worker.stop()
             run_stop_hooks()
@@ -62,12 +72,20 @@ class Command(BaseCommand):
             waiting = asyncio.gather(*futures, return_exceptions=True)
             # Shutdown waits for the workers to finish their current step, but not forever.
             bounded = asyncio.ensure_future(asyncio.wait_for(waiting, timeout=15))
-            return defer.Deferred.fromFuture(bounded).addErrback(lambda f: logger.warning("workers did not stop: %s", f))
+            return defer.Deferred.fromFuture(bounded).addErrback(
+                lambda f: logger.warning("workers did not stop: %s", f)
+            )
 
+        # On PostgreSQL, tasks other processes enqueue wake this process's idle workers at once.
+        listener = Listener(doorbell.ring)
+        if workers:
+            listener.start()
         reactor.callWhenRunning(start_workers)
         reactor.addSystemEventTrigger("before", "shutdown", stop_workers)
         endpoints = build_endpoint_description_strings(host=opts["host"], port=opts["port"])
-        logger.info("serving on %s with %d workers (debug=%s)", endpoints, len(workers), settings.DEBUG)
+        logger.info(
+            "serving on %s with %d workers (debug=%s)", endpoints, len(workers), settings.DEBUG
+        )
         Server(
             application=application,
             endpoints=endpoints,
