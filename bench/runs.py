@@ -21,6 +21,11 @@ bench/README.md ("Runs") says what the figures mean and keeps the last ones meas
     run is 2 calls, ideally 0.4 s plus overhead. Kicked off together through
     ``POST /api/crews/{id}/kickoff``; the wall time until the last ``run.succeeded`` reached its
     websocket, against the baseline: one such run alone, measured the same way in the same bench.
+    With ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` set, (c) is measured a second time in the
+    scale-out topology: ``serve --workers 0`` for HTTP and websockets, and ``--scaleout PxT``
+    (default 2x16) ``manage.py db_worker --threads T`` processes, on a throwaway database and Redis
+    database 14. Its CPU column adds up every process of ours (PostgreSQL's and Redis's own are not
+    in it).
 """
 
 from __future__ import annotations
@@ -495,6 +500,14 @@ async def queue_waits(api: Api, run_ids: list[int]) -> list[float]:
         return waits
 
 
+async def run_error(api: Api, run_id: int) -> str:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=api.base, headers=api.headers, timeout=30) as client:
+        run = (await client.get(f"/api/runs/{run_id}")).json()
+        return f"run {run_id}: {run.get('status')}: {run.get('error')}"
+
+
 def _parse(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -556,6 +569,7 @@ class ServerFigures:
     cpu_single: list[float] = field(default_factory=list)  # server CPU seconds per run
     cpu_many: list[float] = field(default_factory=list)
     outcomes: list[str] = field(default_factory=list)
+    first_error: str = ""
     waits_single: list[float] = field(default_factory=list)
     waits_many: list[float] = field(default_factory=list)
     workers: str = ""
@@ -611,20 +625,8 @@ def bench_server(
                         samples += got
                         events += live
                     figures.latency[n] = (samples, events)
-                for _ in range(rounds if "c" in parts else 0):
-                    # Alternate one alone and N together, so load on the machine falls on both.
-                    for count, walls, cpus, waits in (
-                        (1, figures.single, figures.cpu_single, figures.waits_single),
-                        (runs, figures.many, figures.cpu_many, figures.waits_many),
-                    ):
-                        cpu = cpu_seconds(pid)
-                        seconds, outcomes, ids = asyncio.run(
-                            runs_at_once(api, crews["slow"], count)
-                        )
-                        cpus.append((cpu_seconds(pid) - cpu) / count)
-                        walls.append(seconds)
-                        figures.outcomes += outcomes
-                        waits += asyncio.run(queue_waits(api, ids))
+                if "c" in parts:
+                    concurrency_rounds(api, crews["slow"], runs, rounds, [pid], figures)
             finally:
                 gate.open()
                 server.stop()
@@ -636,7 +638,159 @@ def bench_server(
     return figures
 
 
+def concurrency_rounds(
+    api: Api, crew_id: int, runs: int, rounds: int, pids: list[int], figures: ServerFigures
+) -> None:
+    """(c): one run alone, then ``runs`` at once, ``rounds`` times; CPU summed over ``pids``."""
+    for _ in range(rounds):
+        # Alternate one alone and N together, so load on the machine falls on both.
+        for count, walls, cpus, waits in (
+            (1, figures.single, figures.cpu_single, figures.waits_single),
+            (runs, figures.many, figures.cpu_many, figures.waits_many),
+        ):
+            cpu = sum(cpu_seconds(p) for p in pids)
+            seconds, outcomes, ids = asyncio.run(runs_at_once(api, crew_id, count))
+            cpus.append((sum(cpu_seconds(p) for p in pids) - cpu) / count)
+            walls.append(seconds)
+            figures.outcomes += outcomes
+            waits += asyncio.run(queue_waits(api, ids))
+            failed = [r for o, r in zip(outcomes, ids, strict=True) if o != "run.succeeded"]
+            if failed and not figures.first_error:
+                figures.first_error = asyncio.run(run_error(api, failed[0]))
+
+
+@contextmanager
+def scratch_services() -> Iterator[dict[str, str]]:
+    """A throwaway PostgreSQL database beside DATABASE_URL's and Redis database 14, as URLs."""
+    import psycopg
+    import redis
+
+    url = os.environ["DATABASE_URL"]
+    parts = urllib.parse.urlsplit(url)
+    name = f"crew_bench_scaleout_{os.getpid()}"
+    redis_parts = urllib.parse.urlsplit(os.environ["REDIS_URL"])
+    redis_url = urllib.parse.urlunsplit(redis_parts._replace(path="/14"))
+    scratch = redis.Redis.from_url(redis_url)
+    admin = psycopg.connect(url, autocommit=True)
+    try:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        scratch.flushdb()
+        try:
+            yield {
+                "DATABASE_URL": urllib.parse.urlunsplit(parts._replace(path="/" + name)),
+                "REDIS_URL": redis_url,
+            }
+        finally:
+            scratch.flushdb()
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.close()
+        scratch.close()
+
+
+def bench_scaleout(*, runs: int, rounds: int, processes: int, threads: int) -> ServerFigures:
+    """(c) in the scale-out topology: ``serve --workers 0`` (HTTP and websockets) and
+    ``processes`` × ``manage.py db_worker --threads`` on PostgreSQL + Redis."""
+    from tests.fakes.openai_server import FakeLLMServer, Reply
+
+    figures = ServerFigures(workers=f"{processes} × {threads}")
+    var = Path(tempfile.mkdtemp(prefix="planner-bench-scaleout-"))
+    workers: list[subprocess.Popen[str]] = []
+    logs = (var / "workers.log").open("w")
+    with scratch_services() as services:
+        server = LiveServer(var, extra_env=services)
+        try:
+            with FakeLLMServer() as slow, FakeLLMServer() as unused:
+                slow.default = Reply.text(FINAL).after(LLM_DELAY)
+                server.manage("migrate", "-v0", "--no-input")
+                server.manage(
+                    "bootstrap", "--username", "bench", "--password", "bench-Password-1", "--admin"
+                )
+                token = server.manage("create_api_token", "bench").strip().splitlines()[-1]
+                server.start("--workers", "0")
+                for i in range(processes):
+                    workers.append(
+                        subprocess.Popen(
+                            [PYTHON, "manage.py", "db_worker", "--threads", str(threads),
+                             "--interval", "0.5", "--no-startup-delay",
+                             "--worker-id", f"bench-{os.getpid()}-{i}"],
+                            cwd=ROOT, env=server.env, stdout=logs,
+                            stderr=subprocess.STDOUT, text=True,
+                        )
+                    )  # fmt: skip
+                assert server.process is not None
+                pids = [server.process.pid, *(w.pid for w in workers)]
+                api = Api(server.base, token)
+                crews = asyncio.run(api_setup(api, slow.base_url, unused.base_url, 1))
+                for _ in range(2):  # warm-up: litellm's import in each worker, connections
+                    asyncio.run(runs_at_once(api, crews["slow"], processes * 2))
+                concurrency_rounds(api, crews["slow"], runs, rounds, pids, figures)
+        except Exception:
+            print("".join(server.lines[-40:]), file=sys.stderr)
+            logs.flush()
+            print((var / "workers.log").read_text()[-4000:], file=sys.stderr)
+            raise
+        finally:
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                try:
+                    worker.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+            server.stop()
+            logs.close()
+            shutil.rmtree(var, ignore_errors=True)
+    return figures
+
+
 # Report -----------------------------------------------------------------------------------------
+
+
+def concurrency_report(figures: ServerFigures, runs: int) -> None:
+    ideal = statistics.median(figures.single)
+    many = statistics.median(figures.many)
+    ratio = many / ideal
+    rows = [
+        [
+            "one run alone — ideal, the baseline",
+            f"{ideal:.2f}",
+            f"{min(figures.single):.2f}–{max(figures.single):.2f}",
+            f"{statistics.median(figures.waits_single) * 1000:.0f} / {max(figures.waits_single) * 1000:.0f}",
+            f"{statistics.median(figures.cpu_single) * 1000:.0f}",
+            "1.00",
+            "",
+            "",
+        ],
+        [
+            f"{runs} runs at once",
+            f"{many:.2f}",
+            f"{min(figures.many):.2f}–{max(figures.many):.2f}",
+            f"{statistics.median(figures.waits_many) * 1000:.0f} / {max(figures.waits_many) * 1000:.0f}",
+            f"{statistics.median(figures.cpu_many) * 1000:.0f}",
+            f"{ratio:.2f}",
+            f"≤ {CONCURRENT_TARGET}" if runs >= 20 else "(20 runs)",
+            ("met" if ratio <= CONCURRENT_TARGET else "MISSED") if runs >= 20 else "",
+        ],
+    ]
+    headers = [
+        f"(c) 2 LLM calls of {LLM_DELAY * 1000:.0f} ms per run",
+        "wall s",
+        "range",
+        "queue wait ms (med / max)",
+        "CPU ms/run",
+        "ratio",
+        "target",
+        "",
+    ]
+    print(table(rows, headers))
+    bad = [o for o in figures.outcomes if o != "run.succeeded"]
+    if bad:
+        print(f"!! {len(bad)} runs did not succeed: {sorted(set(bad))}; {figures.first_error}")
+    print(
+        f"\nMedians of {len(figures.single)} rounds. LLM time alone: {2 * LLM_DELAY:.2f} s per run. "
+        f"Queue wait = started_at - created_at of each run."
+    )
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
@@ -689,6 +843,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=None, help="events per run in (a) (1000)")
     parser.add_argument("--runs-at-once", type=int, default=4, help="runs emitting together in (a)")
     parser.add_argument("--serve-args", default="", help="extra arguments for manage.py serve")
+    parser.add_argument(
+        "--scaleout",
+        default="2x16",
+        help="(c) again as db_worker processes x threads on PostgreSQL + Redis, when DATABASE_URL "
+        "and REDIS_URL are set (default 2x16; 'off' skips it)",
+    )
     parser.add_argument("--child-events", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     events = args.events or (200 if args.quick else 1000)
@@ -717,6 +877,17 @@ def main() -> None:
             runs=runs,
             rounds=1 if args.quick else 3,
             serve_args=args.serve_args.split(),
+        )
+    scaleout: ServerFigures | None = None
+    if (
+        "c" in parts
+        and args.scaleout != "off"
+        and os.environ.get("DATABASE_URL", "").startswith("postgres")
+        and os.environ.get("REDIS_URL")
+    ):
+        processes, threads = (int(n) for n in args.scaleout.lower().split("x"))
+        scaleout = bench_scaleout(
+            runs=runs, rounds=1 if args.quick else 3, processes=processes, threads=threads
         )
     load_after = os.getloadavg()
 
@@ -764,49 +935,13 @@ def main() -> None:
         print(table(rows, ["latency (ms)", "p50", "p99", "max", "p99 target", ""]))
         print()
     if server.single:
-        ideal = statistics.median(server.single)
-        many = statistics.median(server.many)
-        ratio = many / ideal
-        rows = [
-            [
-                "one run alone — ideal, the baseline",
-                f"{ideal:.2f}",
-                f"{min(server.single):.2f}–{max(server.single):.2f}",
-                f"{statistics.median(server.waits_single) * 1000:.0f} / {max(server.waits_single) * 1000:.0f}",
-                f"{statistics.median(server.cpu_single) * 1000:.0f}",
-                "1.00",
-                "",
-                "",
-            ],
-            [
-                f"{runs} runs at once",
-                f"{many:.2f}",
-                f"{min(server.many):.2f}–{max(server.many):.2f}",
-                f"{statistics.median(server.waits_many) * 1000:.0f} / {max(server.waits_many) * 1000:.0f}",
-                f"{statistics.median(server.cpu_many) * 1000:.0f}",
-                f"{ratio:.2f}",
-                f"≤ {CONCURRENT_TARGET}" if runs >= 20 else "(20 runs)",
-                ("met" if ratio <= CONCURRENT_TARGET else "MISSED") if runs >= 20 else "",
-            ],
-        ]
-        headers = [
-            f"(c) 2 LLM calls of {LLM_DELAY * 1000:.0f} ms per run",
-            "wall s",
-            "range",
-            "queue wait ms (med / max)",
-            "server CPU ms/run",
-            "ratio",
-            "target",
-            "",
-        ]
-        print(table(rows, headers))
-        bad = [o for o in server.outcomes if o != "run.succeeded"]
-        if bad:
-            print(f"!! {len(bad)} runs did not succeed: {sorted(set(bad))}")
+        concurrency_report(server, runs)
+    if scaleout is not None:
         print(
-            f"\nMedians of {len(server.single)} rounds. LLM time alone: {2 * LLM_DELAY:.2f} s per run. "
-            f"Queue wait = started_at - created_at of each run."
+            f"\nScale-out: manage.py serve --workers 0 and {scaleout.workers} "
+            "(db_worker processes × threads), PostgreSQL + Redis.\n"
         )
+        concurrency_report(scaleout, runs)
 
 
 if __name__ == "__main__":
