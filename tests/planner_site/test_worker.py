@@ -116,3 +116,49 @@ def test_a_locked_database_at_the_peek_is_tried_again_not_an_error() -> None:
     worker = make_worker(worker_id="test-worker")
     with connection.execute_wrapper(locked):
         assert worker.claim() == (None, False)  # the worker's loop goes on
+
+
+@pytest.mark.django_db
+def test_claims_follow_django_tasks_dbs_own_queue_order_and_filters() -> None:
+    """The compiled queue queries pick what ``ready().get_locked()`` picks, in the same order:
+    priority, then run_after, then enqueue time; never a task due later, or of another backend or
+    queue; each claim reads the clock anew."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from django_tasks_db.models import get_date_max
+
+    from planner_site.worker import make_worker
+
+    now = timezone.now()
+
+    def task(name: str, **fields: Any) -> DBTaskResult:
+        values = {"args_kwargs": {"args": [], "kwargs": {}}, "task_path": "crews.tasks.execute_run",
+                  "backend_name": "default", "queue_name": "default", "run_after": get_date_max(), **fields}
+        return DBTaskResult.objects.create(traceback=name, **values)
+
+    task("late", run_after=now + timedelta(seconds=1.5))
+    task("other backend", backend_name="elsewhere", priority=50)
+    task("other queue", queue_name="reports", priority=40)
+    task("low", priority=-5)
+    task("plain second")
+    task("due earlier", run_after=now - timedelta(minutes=1))
+    task("urgent", priority=10)
+    task("plain third")
+
+    expected = [t.traceback for t in DBTaskResult.objects.ready().filter(backend_name="default", queue_name="default")]
+    worker = make_worker(worker_id="w", queues=["default"])
+    claimed = []
+    while (found := worker.claim()[0]) is not None:
+        claimed.append(found.traceback)
+    assert claimed == expected == ["urgent", "due earlier", "plain second", "plain third", "low"]
+
+    time.sleep(1.6)  # the late task is due now
+    late, retrieved = worker.claim()
+    assert retrieved and late is not None and late.traceback == "late"
+    assert DBTaskResult.objects.get(pk=late.pk).status == "RUNNING"
+    assert worker.claim() == (None, True)
+
+    everything = make_worker(worker_id="all")
+    assert everything.claim()[0].traceback == "other queue"  # "*" takes every queue
+    assert everything.claim() == (None, True)  # never another backend's task
