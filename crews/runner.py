@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import close_old_connections, connections
+from django.db import close_old_connections, connection, connections
 from django.utils.translation import gettext_noop
 
 from agents.bridge import agent_spec, llm_lookup, llm_rows, llm_spec, snapshot_llm_ids
@@ -195,8 +196,42 @@ class _Start:
     announce_plan: bool = False  # whether the run still has to say which plan it follows
 
 
+# Stand-ins compiled into the start's two queries, then replaced by the run's id.
+_RUN_ID_STAND_IN = 1_000_001
+
+
+@functools.cache
+def _start_sql(vendor: str) -> tuple[str, str]:
+    """The ORM's SQL for ``Run.objects.filter(pk=…)`` and for the run's finished tasks' outputs,
+    compiled once: compiling was most of their cost, paid by every run."""
+    run = Run.objects.filter(pk=_RUN_ID_STAND_IN).query
+    done = RunTask.objects.filter(run_id=_RUN_ID_STAND_IN, status=RunTask.Status.DONE).values_list(
+        "task_id_snapshot", "output").query
+    compiled = []
+    for query, expected in ((run, (_RUN_ID_STAND_IN,)), (done, (_RUN_ID_STAND_IN, RunTask.Status.DONE))):
+        sql, params = query.get_compiler(using=Run.objects.db).as_sql()
+        if tuple(params) != expected:  # pragma: no cover - a backend that inlines or reorders values
+            raise RuntimeError(f"unexpected parameters for a run's start: {params!r}")
+        compiled.append(sql)
+    return compiled[0], compiled[1]
+
+
+def _run_row(run_id: int) -> Run:
+    found = list(Run.objects.raw(_start_sql(connection.vendor)[0], [run_id]))
+    if not found:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    return found[0]
+
+
+def _done_outputs(run_id: int) -> dict[str, str]:
+    """Task key → output of the run's tasks finished before (a resumed run, or a re-run's kept)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_start_sql(connection.vendor)[1], [run_id, RunTask.Status.DONE])
+        return {str(task_id): output for task_id, output in cursor.fetchall()}
+
+
 def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start:
-    run = Run.objects.select_related("plan", "planning_plan").get(pk=run_id)
+    run = _run_row(run_id)
     if run.agent_id is not None:
         ids = snapshot_llm_ids([run.snapshot["agent"]])
     else:
@@ -210,11 +245,9 @@ def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start
         return _Start(run, ctx, agent=agent_spec(run.snapshot["agent"], llms=llms))
     spec = crew_spec(run.snapshot, default_llm=default, llm_rows=rows)
     ctx = _context(run, token, spec.budget, followers, spec.max_rpm)
-    start = _Start(run, ctx, crew=spec.interpolated(run.inputs), done={
-        str(r.task_id_snapshot): r.output for r in RunTask.objects.filter(run_id=run.pk, status=RunTask.Status.DONE)
-    })
+    start = _Start(run, ctx, crew=spec.interpolated(run.inputs), done=_done_outputs(run.pk))
     if run.plan_id and run.plan_version:
-        start.steps = plans.steps_by_task_key(run.plan, run.plan_version)
+        start.steps = plans.steps_by_task_key(run.plan, run.plan_version)  # reads the plan row
         # A resumed run said so before it was interrupted (or approved its own plan then).
         start.announce_plan = not RunEvent.objects.filter(run_id=run.pk, type="crew_plan.approved").exists()
     return start
