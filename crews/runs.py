@@ -16,6 +16,7 @@ from django_tasks_db.backend import DatabaseBackend
 
 from agents.bridge import agent_snapshot
 from agents.models import Agent
+from crews import selectors
 from crews.bridge import crew_snapshot, emit_now, record_event
 from crews.engine.interpolate import find_placeholders, missing_inputs
 from crews.models import Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
@@ -137,7 +138,7 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
         review_plan=crew.review_plan if review_plan is None else review_plan,
     )
     done = done or {}
-    RunTask.objects.bulk_create(
+    results = RunTask.objects.bulk_create(
         RunTask(
             run=run, task_id_snapshot=t["id"], order=index, name=t["name"],
             agent_name=next((a["name"] for a in snapshot["agents"] if a["id"] == t["agent_id"]), ""),
@@ -146,6 +147,8 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
         )
         for index, t in enumerate(snapshot["tasks"])
     )
+    # The response shows the run as kicked off: its task rows are these (no query to read them).
+    selectors.related_rows_known(run, "task_results", results)
     _record_queued(run, {"crew_id": crew.pk, "plan_id": run.plan_id, "plan_version": run.plan_version})
     audit(actor=actor, action="run.started", target=run, crew=crew.pk)
     if enqueue:

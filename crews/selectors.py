@@ -86,15 +86,16 @@ def crew_get_for_kickoff(*, user: Any, crew_id: int) -> Crew:
     others = {i for ids in used.values() for i in ids} - by_id.keys()
     if others:
         by_id.update({task.pk: task for task in Task.objects.filter(pk__in=others)})
-    _fill_prefetch_cache(crew, "agents", agents)
-    _fill_prefetch_cache(crew, "tasks", tasks)
+    related_rows_known(crew, "agents", agents)
+    related_rows_known(crew, "tasks", tasks)
     for task in tasks:
-        _fill_prefetch_cache(task, "context", [by_id[i] for i in used.get(task.pk, ())])
+        related_rows_known(task, "context", [by_id[i] for i in used.get(task.pk, ())])
     return crew
 
 
-def _fill_prefetch_cache(obj: Any, relation: str, rows: list[Any]) -> None:
-    """Make ``obj.<relation>.all()`` the given rows, as ``prefetch_related`` would leave it.
+def related_rows_known(obj: Any, relation: str, rows: list[Any]) -> None:
+    """Make ``obj.<relation>.all()`` the given rows, as ``prefetch_related`` would leave it:
+    for rows read (or written) already, which the caller vouches are all of them.
 
     The cached queryset is the relation's own (filtered to ``obj``), so anything but ``all()``
     still asks the database the right question.

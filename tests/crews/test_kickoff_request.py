@@ -1,0 +1,39 @@
+"""The kickoff request through the real URL: what it answers, and the reads it does not need."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from crews.models import RunTask
+from planner_site.tokens import token_create
+from tests.crews.run_helpers import make_crew
+
+
+def test_kickoff_answers_the_queued_run_without_reading_back_its_task_rows(builder: Any) -> None:
+    crew = make_crew(builder, tasks=("Research", "Report"))
+    _, raw = token_create(user=builder)
+    client = Client(headers={"Authorization": f"Bearer {raw}"})
+
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(
+            f"/api/crews/{crew.pk}/kickoff", json.dumps({"inputs": {"topic": "tides"}}),
+            content_type="application/json",
+        )
+
+    assert response.status_code == 202, response.content
+    run = response.json()
+    rows = RunTask.objects.filter(run_id=run["id"]).order_by("order")
+    assert run["task_outputs"] == [
+        {"task_id": r.task_id_snapshot, "name": r.name, "agent": r.agent_name, "status": "waiting",
+         "output": None, "error": None,
+         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "llm_calls": 0}}
+        for r in rows
+    ]  # fmt: skip
+    assert [t["name"] for t in run["task_outputs"]] == ["Research", "Report"]
+    assert len(queries) > 5
+    assert not [q for q in queries if q["sql"].startswith("SELECT") and "crews_runtask" in q["sql"]]
