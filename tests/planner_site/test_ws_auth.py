@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from django.core.exceptions import SynchronousOnlyOperation
 from django.test import Client
 
 from planner_site.tokens import token_create
@@ -53,3 +54,20 @@ async def test_without_a_valid_token_the_session_decides(other_builder, token):
 
     assert (await scope_seen(headers))["username"] == other_builder.username
     assert (await scope_seen(headers[1:]))["username"] is None
+
+
+async def test_a_token_without_a_cookie_is_looked_up_only_when_the_user_is_read(builder):
+    _token, raw = await database_sync_to_async(token_create)(user=builder)
+    scopes: list[dict[str, Any]] = []
+
+    async def inner(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        scopes.append(scope)
+
+    scope = {"type": "websocket", "headers": [(b"authorization", f"Bearer {raw}".encode())]}
+    await WebsocketAuthMiddlewareStack(inner)(scope, None, None)
+    user = scopes[0]["user"]
+
+    with pytest.raises(SynchronousOnlyOperation):  # not on the event loop: in a database hop
+        _ = user.is_authenticated
+    assert await database_sync_to_async(lambda: user.pk)() == builder.pk
+    assert "session" not in scopes[0]
