@@ -568,6 +568,7 @@ class ServerFigures:
     many: list[float] = field(default_factory=list)
     cpu_single: list[float] = field(default_factory=list)  # server CPU seconds per run
     cpu_many: list[float] = field(default_factory=list)
+    cpu_web_many: list[float] = field(default_factory=list)  # of cpu_many: the web process's
     outcomes: list[str] = field(default_factory=list)
     first_error: str = ""
     waits_single: list[float] = field(default_factory=list)
@@ -648,9 +649,12 @@ def concurrency_rounds(
             (1, figures.single, figures.cpu_single, figures.waits_single),
             (runs, figures.many, figures.cpu_many, figures.waits_many),
         ):
-            cpu = sum(cpu_seconds(p) for p in pids)
+            cpu = [cpu_seconds(p) for p in pids]
             seconds, outcomes, ids = asyncio.run(runs_at_once(api, crew_id, count))
-            cpus.append((sum(cpu_seconds(p) for p in pids) - cpu) / count)
+            used = [cpu_seconds(p) - before for p, before in zip(pids, cpu, strict=True)]
+            cpus.append(sum(used) / count)
+            if count > 1:
+                figures.cpu_web_many.append(used[0] / count)
             walls.append(seconds)
             figures.outcomes += outcomes
             waits += asyncio.run(queue_waits(api, ids))
@@ -787,6 +791,13 @@ def concurrency_report(figures: ServerFigures, runs: int) -> None:
     bad = [o for o in figures.outcomes if o != "run.succeeded"]
     if bad:
         print(f"!! {len(bad)} runs did not succeed: {sorted(set(bad))}; {figures.first_error}")
+    if len(figures.workers.split()) > 1:  # scale-out: the web process's share
+        web = statistics.median(figures.cpu_web_many) * 1000
+        print(
+            f"\nOf the CPU per run with {runs} at once, the web process (HTTP, websockets) "
+            f"spent {web:.0f} ms and the db_worker processes "
+            f"{statistics.median(figures.cpu_many) * 1000 - web:.0f} ms."
+        )
     print(
         f"\nMedians of {len(figures.single)} rounds. LLM time alone: {2 * LLM_DELAY:.2f} s per run. "
         f"Queue wait = started_at - created_at of each run."
