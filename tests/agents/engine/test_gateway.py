@@ -425,6 +425,22 @@ async def test_the_llms_own_prices_override_litellms(fake_llm_server: FakeLLMSer
     assert response.cost_usd == pytest.approx(1.5)
     assert sink.of_type("llm.completed")[0].data["cost_usd"] == pytest.approx(1.5)
     assert caller.usage.cost_usd == pytest.approx(1.5)
+    # litellm is handed the same prices (it skips its map); the provider never sees them.
+    assert not {"input_cost_per_token", "output_cost_per_token"} & set(fake_llm_server.requests[0].body)
+
+
+async def test_an_unknown_model_with_its_own_prices_is_priced_streamed_or_not(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(
+        Reply.text("priced", prompt_tokens=1000, completion_tokens=500),
+        Reply.text("priced", prompt_tokens=1000, completion_tokens=500),
+    )
+    llm = llm_for(fake_llm_server, model="openai/house-model", input_price_per_1k=0.5)
+    plain = await LiteLLMGateway().complete(ask(llm))
+    streamed = await LiteLLMGateway().complete(ask(llm, stream=True))
+    assert plain.cost_usd == pytest.approx(0.5)
+    assert streamed.cost_usd == pytest.approx(0.5)
 
 
 async def test_a_known_model_is_priced_from_litellms_bundled_price_map(
