@@ -47,6 +47,14 @@ class BearerAuth(HttpBearer):
 
         user = user_for_token(token)
         if user is not None:
+            if not user.is_superuser:
+                # Each role check reads the user's groups (planner_site.roles), up to three times
+                # in a request that changes something: once here instead, kept as a prefetch
+                # would keep it. This user object lives for this request only, so a changed
+                # role holds from the next one.
+                groups = user.groups.get_queryset()
+                groups._fetch_all()
+                user.__dict__.setdefault("_prefetched_objects_cache", {})["groups"] = groups
             request.user = user  # selectors and services read request.user
         return user
 

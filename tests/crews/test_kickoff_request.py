@@ -37,3 +37,32 @@ def test_kickoff_answers_the_queued_run_without_reading_back_its_task_rows(build
     assert [t["name"] for t in run["task_outputs"]] == ["Research", "Report"]
     assert len(queries) > 5
     assert not [q for q in queries if q["sql"].startswith("SELECT") and "crews_runtask" in q["sql"]]
+
+
+def kickoff_by_token(raw: str, crew: Any) -> Any:
+    client = Client(headers={"Authorization": f"Bearer {raw}"})
+    return client.post(
+        f"/api/crews/{crew.pk}/kickoff", json.dumps({"inputs": {"topic": "tides"}}),
+        content_type="application/json",
+    )
+
+
+def test_a_builder_token_reads_its_groups_once_per_request(builder: Any) -> None:
+    crew = make_crew(builder)
+    _, raw = token_create(user=builder)
+
+    with CaptureQueriesContext(connection) as queries:
+        response = kickoff_by_token(raw, crew)
+
+    assert response.status_code == 202, response.content
+    assert sum('"auth_group"' in q["sql"] for q in queries) == 1
+
+
+def test_a_role_taken_away_holds_from_the_next_request(builder: Any) -> None:
+    crew = make_crew(builder)
+    _, raw = token_create(user=builder)
+    assert kickoff_by_token(raw, crew).status_code == 202
+
+    builder.groups.clear()
+
+    assert kickoff_by_token(raw, crew).status_code == 403
