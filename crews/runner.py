@@ -133,10 +133,8 @@ class DeltaFollowers:
 
 def _poll(run_id: int, followers: DeltaFollowers, *, beat: bool) -> bool:
     """One database hop for the watch loop: heartbeat (or a plain look), followers; stop asked?"""
-    if beat:
-        stop = runs.run_heartbeat(run_id=run_id)
-    else:
-        stop = bool(Run.objects.filter(pk=run_id, cancel_requested=True).exists())
+    # Without a beat: Run.objects.filter(pk=…, cancel_requested=True), compiled once.
+    stop = runs.run_heartbeat(run_id=run_id) if beat else bool(_fetch("stop", [True, run_id]))
     followers.refresh()
     return stop
 
@@ -196,28 +194,42 @@ class _Start:
     announce_plan: bool = False  # whether the run still has to say which plan it follows
 
 
-# Stand-ins compiled into the start's two queries, then replaced by the run's id.
+# Stand-in for a run's id, compiled into the queries below and then replaced by the real one.
 _RUN_ID_STAND_IN = 1_000_001
 
 
+def _queries() -> dict[str, tuple[Any, tuple[Any, ...]]]:
+    """The runner's per-run reads, as querysets with the parameters they compile to."""
+    done = RunTask.Status.DONE
+    return {
+        "run": (Run.objects.filter(pk=_RUN_ID_STAND_IN), (_RUN_ID_STAND_IN,)),
+        "done": (RunTask.objects.filter(run_id=_RUN_ID_STAND_IN, status=done).values_list("task_id_snapshot", "output"),
+                 (_RUN_ID_STAND_IN, done)),
+        "stop": (Run.objects.filter(pk=_RUN_ID_STAND_IN, cancel_requested=True).values_list("pk"),
+                 (True, _RUN_ID_STAND_IN)),
+    }
+
+
 @functools.cache
-def _start_sql(vendor: str) -> tuple[str, str]:
-    """The ORM's SQL for ``Run.objects.filter(pk=…)`` and for the run's finished tasks' outputs,
-    compiled once: compiling was most of their cost, paid by every run."""
-    run = Run.objects.filter(pk=_RUN_ID_STAND_IN).query
-    done = RunTask.objects.filter(run_id=_RUN_ID_STAND_IN, status=RunTask.Status.DONE).values_list(
-        "task_id_snapshot", "output").query
-    compiled = []
-    for query, expected in ((run, (_RUN_ID_STAND_IN,)), (done, (_RUN_ID_STAND_IN, RunTask.Status.DONE))):
-        sql, params = query.get_compiler(using=Run.objects.db).as_sql()
-        if tuple(params) != expected:  # pragma: no cover - a backend that inlines or reorders values
-            raise RuntimeError(f"unexpected parameters for a run's start: {params!r}")
-        compiled.append(sql)
-    return compiled[0], compiled[1]
+def _sql(vendor: str, name: str) -> str:
+    """The ORM's SQL for the read ``name``, compiled once per database kind: compiling was most of
+    the cost of these reads, which every run makes. Checked to take exactly the expected
+    parameters, in order, so running it with a run's own values is the queryset's query."""
+    queryset, expected = _queries()[name]
+    sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
+    if tuple(params) != expected:  # pragma: no cover - a backend that inlines or reorders values
+        raise RuntimeError(f"unexpected parameters for the runner's {name!r} query: {params!r}")
+    return sql
+
+
+def _fetch(name: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(connection.vendor, name), params)
+        return cursor.fetchall()
 
 
 def _run_row(run_id: int) -> Run:
-    found = list(Run.objects.raw(_start_sql(connection.vendor)[0], [run_id]))
+    found = list(Run.objects.raw(_sql(connection.vendor, "run"), [run_id]))
     if not found:
         raise Run.DoesNotExist(f"no run {run_id}")
     return found[0]
@@ -225,9 +237,7 @@ def _run_row(run_id: int) -> Run:
 
 def _done_outputs(run_id: int) -> dict[str, str]:
     """Task key → output of the run's tasks finished before (a resumed run, or a re-run's kept)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_start_sql(connection.vendor)[1], [run_id, RunTask.Status.DONE])
-        return {str(task_id): output for task_id, output in cursor.fetchall()}
+    return {str(task_id): output for task_id, output in _fetch("done", [run_id, RunTask.Status.DONE])}
 
 
 def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start:
