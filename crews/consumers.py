@@ -23,6 +23,7 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db.models import prefetch_related_objects
 from django.utils import translation
 from django.utils.translation.trans_real import parse_accept_lang_header
 
@@ -63,11 +64,19 @@ def _open(
     one connection, for the whole connect (``user`` may be a lazy token user, resolved here)."""
     if user is None or not user.is_authenticated:
         return Opening(CLOSE_UNAUTHENTICATED)
-    # exists(): the visibility rules of run_get, without its joins, model and ordering.
-    if not selectors.run_visible(user=user).filter(pk=run_id).exists():
-        return Opening(CLOSE_NOT_FOUND)
-    events = _stored_events_sync(run_id, after)
-    return Opening(None, events, prepare(user, run_id, events))
+    # Each role check (is_admin, can_build) reads the user's groups, three times here: read
+    # them once for this hop, and forget them after it, so the socket's next hop sees a role
+    # changed meanwhile. (A superuser's role needs no groups.)
+    if not user.is_superuser:
+        prefetch_related_objects([user], "groups")
+    try:
+        # exists(): the visibility rules of run_get, without its joins, model and ordering.
+        if not selectors.run_visible(user=user).filter(pk=run_id).exists():
+            return Opening(CLOSE_NOT_FOUND)
+        events = _stored_events_sync(run_id, after)
+        return Opening(None, events, prepare(user, run_id, events))
+    finally:
+        getattr(user, "_prefetched_objects_cache", {}).pop("groups", None)
 
 
 def _stored_events_sync(run_id: int, after: int, upto: int | None = None) -> list[EventPayload]:
