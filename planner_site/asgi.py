@@ -2,10 +2,15 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "planner_site.settings")
-django_asgi_app = get_asgi_application()  # first: it sets up Django before consumers import models
+django.setup(set_prefix=False)  # first, as get_asgi_application() would: consumers import models
+
+from planner_site.http import OneHopASGIHandler  # noqa: E402
+
+# Django's ASGI handler, with the middleware chain and view in one thread hop (planner_site.http).
+django_asgi_app = OneHopASGIHandler()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
