@@ -1,12 +1,20 @@
-"""Websocket authentication: the session cookie, or an ``Authorization: Bearer`` API token."""
+"""Websocket authentication: the session cookie, or an ``Authorization: Bearer`` API token.
+
+``scope["user"]`` is lazy: it is read from the database the first time it is used, which the run
+sockets do in their one database hop at connect, instead of in a hop of its own here (a thread
+hop, and without persistent connections a new database connection). Like any user object it
+reads the database, so touch it only in synchronous code (``database_sync_to_async``): on the
+event loop Django refuses with ``SynchronousOnlyOperation``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from channels.auth import AuthMiddlewareStack
+from channels.auth import AuthMiddleware, get_user
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
+from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.utils.functional import SimpleLazyObject
 
 
@@ -18,17 +26,26 @@ def _token_user(raw: str) -> Any:
     return user_for_token(raw) or AnonymousUser()
 
 
+class LazySessionAuthMiddleware(AuthMiddleware):
+    """Channels' ``AuthMiddleware`` (the session's user, else anonymous), read on first use."""
+
+    def populate_scope(self, scope: dict[str, Any]) -> None:
+        if "session" not in scope:
+            super().populate_scope(scope)  # raises channels' own error
+        if "user" not in scope:
+            scope["user"] = SimpleLazyObject(lambda: get_user.func(scope))
+
+    async def resolve_scope(self, scope: dict[str, Any]) -> None:
+        return None
+
+
 class BearerTokenMiddleware(BaseMiddleware):
     """A valid bearer token's user goes straight to ``inner``; anything else takes ``sessions``.
 
-    The token wins over a session cookie, so a token client skips the session stack and its
-    database hop. Without a valid token, the session decides.
-
-    API clients send no cookie, so there is no session to fall back on: the token alone decides,
-    and ``scope["user"]`` is left lazy (anonymous for a bad token). The consumer resolves it in
-    its own first database hop, not in one more hop of its own here. Like any user object it
-    reads the database, so touch it only in synchronous code (``database_sync_to_async``): on
-    the event loop Django refuses with ``SynchronousOnlyOperation``.
+    The token wins over a session cookie, so a token client skips the session stack. Without a
+    valid token, the session decides. API clients send no cookie, so there is no session to fall
+    back on: the token alone decides, looked up when the user is first used (anonymous for a bad
+    token). With a cookie, it is looked up here, to know whether the session decides.
     """
 
     def __init__(self, inner: Any, sessions: Any) -> None:
@@ -50,4 +67,5 @@ class BearerTokenMiddleware(BaseMiddleware):
 
 
 def WebsocketAuthMiddlewareStack(inner: Any) -> Any:  # noqa: N802 - mirrors channels' naming
-    return BearerTokenMiddleware(inner, AuthMiddlewareStack(inner))
+    sessions = CookieMiddleware(SessionMiddleware(LazySessionAuthMiddleware(inner)))
+    return BearerTokenMiddleware(inner, sessions)

@@ -14,6 +14,7 @@ from asgiref.sync import SyncToAsync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.db.backends import utils as db_utils
+from django.test import Client
 
 from crews import consumers, runner, runs, selectors
 from crews.models import Run
@@ -103,3 +104,23 @@ async def test_the_groups_read_for_a_connect_are_not_kept_on_the_user(finished_r
 
     assert opening.code is None and opening.events
     assert "groups" not in getattr(builder, "_prefetched_objects_cache", {})
+
+
+async def test_the_page_socket_reads_its_session_user_in_its_one_database_hop(
+    finished_run, builder, counted
+):
+    client = await database_sync_to_async(Client)()
+    await database_sync_to_async(client.force_login)(builder)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    count = len(await database_sync_to_async(selectors.run_events)(run=finished_run.pk))
+    counted["hops"].clear()
+    communicator = WebsocketCommunicator(
+        application, f"/ws/runs/{finished_run.pk}/", headers=[*ORIGIN, (b"cookie", cookie)]
+    )
+    assert (await communicator.connect())[0]
+    fragments = [await communicator.receive_from(timeout=3) for _ in range(count)]
+    await communicator.disconnect()
+
+    assert all('hx-swap-oob="beforeend:#run-events"' in f for f in fragments)
+    # The database once (session, user, run, page); the delta followers' count twice, in the cache.
+    assert [f.__name__ for f in counted["hops"]] == ["_open", "_count", "_count"]
