@@ -65,7 +65,9 @@ TASK_FIELD_NAMES = {"agent": "agent_id", "context": "context_task_ids"}
 @router.get("/crews", response=list[CrewOut], summary="List crews")
 @paginate(LimitOffset)
 def crew_list(request: HttpRequest) -> Any:
-    return selectors.crew_list(user=request.user).prefetch_related("agents")
+    return selectors.crew_list(user=request.user).prefetch_related(
+        "agents", selectors.crew_tasks_prefetch()
+    )
 
 
 @router.post("/crews", response={201: CrewOut, **errors(422)}, summary="Create a crew")

@@ -187,11 +187,11 @@ class CrewOut(Schema):
 
     @staticmethod
     def resolve_input_names(obj: Crew) -> list[str]:
-        return selectors.crew_input_names(crew=obj)
+        return selectors.crew_input_names(crew=obj, tasks=selectors.crew_tasks_as_read(crew=obj))
 
     @staticmethod
     def resolve_tasks(obj: Crew) -> list[Task]:
-        return selectors.crew_tasks(crew=obj)
+        return selectors.crew_tasks_as_read(crew=obj)
 
 
 # Plans -----------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def crew_get(*, user: Any, crew_id: int, for_write: bool = False) -> Crew:
         crew_visible(user=user)
         .prefetch_related(
             Prefetch("agents", queryset=Agent.objects.select_related("planning_config")),
-            Prefetch("tasks", queryset=Task.objects.select_related("agent").prefetch_related("context")),
+            crew_tasks_prefetch(),
         )
         .filter(pk=crew_id)
         .first()
@@ -132,10 +132,28 @@ def crew_tasks(*, crew: Crew, with_context: bool = True) -> list[Task]:
     return list(tasks.prefetch_related("context") if with_context else tasks)
 
 
-def crew_input_names(*, crew: Crew) -> list[str]:
-    """Placeholders ``{name}`` in the agents' role/goal/backstory and the tasks' texts."""
+def crew_tasks_as_read(*, crew: Crew) -> list[Task]:
+    """``crew_tasks(crew=crew)``, from the tasks the crew was read with when it was read with
+    them (``crew_get``, ``crew_tasks_prefetch``): the API shows a crew's tasks, and its input
+    names from them, without reading them twice more."""
+    cached = getattr(crew, "_prefetched_objects_cache", {}).get("tasks")
+    if cached is None:
+        return crew_tasks(crew=crew)
+    return sorted(cached, key=lambda task: (task.order, task.pk))
+
+
+def crew_tasks_prefetch() -> Prefetch:
+    """The crews' tasks as ``crew_tasks`` reads them (in their order within the crew, which the
+    model's ordering reaches by joining the crew), for crews read at once."""
+    tasks = Task.objects.select_related("agent").order_by("order", "id").prefetch_related("context")
+    return Prefetch("tasks", queryset=tasks)
+
+
+def crew_input_names(*, crew: Crew, tasks: list[Task] | None = None) -> list[str]:
+    """Placeholders ``{name}`` in the agents' role/goal/backstory and the tasks' texts
+    (``tasks``: the crew's, in order, when the caller has them already)."""
     texts: list[str] = []
-    tasks = crew_tasks(crew=crew)
+    tasks = crew_tasks(crew=crew) if tasks is None else tasks
     agents = {a.pk: a for a in crew.agents.all()}
     for task in tasks:
         if task.agent_id and task.agent_id not in agents and task.agent is not None:

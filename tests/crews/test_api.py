@@ -475,3 +475,29 @@ def test_an_invalid_reorder_is_refused_and_changes_nothing(client, builder, crew
     assert_invalid(response, "task_ids")
     listed = client.get(f"/crews/{crew['id']}/tasks", user=builder).json()["items"]
     assert [t["name"] for t in listed] == ["A", "B", "C"]
+
+
+def test_listing_crews_reads_their_tasks_in_the_same_queries_however_many(
+    client, builder, crew, django_assert_max_num_queries
+):
+    for n in range(3):
+        other = create_crew(client, builder, name=f"More {n}", agent_ids=[crew["writer"]])
+        create_task(client, builder, other["id"], "X {topic}", agent_id=crew["writer"])
+
+    with django_assert_max_num_queries(8):
+        items = client.get("/crews", user=builder).json()["items"]
+
+    shown = {c["name"]: c for c in items}
+    assert [t["name"] for t in shown["Crew"]["tasks"]] == ["A", "B", "C"]
+    assert shown["Crew"]["tasks"][2]["context_task_ids"] == [crew["a"]]
+    assert shown["More 0"]["input_names"] == ["topic"]
+
+
+def test_a_crew_reads_its_tasks_once_for_the_tasks_and_the_input_names(
+    client, builder, crew, django_assert_num_queries
+):
+    # The user's groups (role check), the crew, its agents, its tasks and their context.
+    with django_assert_num_queries(5):
+        shown = client.get(f"/crews/{crew['id']}", user=builder).json()
+
+    assert [t["name"] for t in shown["tasks"]] == ["A", "B", "C"]
