@@ -61,7 +61,7 @@ def _open(
     user: Any, run_id: int, after: int, prepare: Callable[[Any, int, list[EventPayload]], Any]
 ) -> Opening:
     """Who the user is, whether they see the run and the stored events after ``after``: one hop,
-    one connection, for the whole connect (``user`` may be a lazy token user, resolved here)."""
+    one connection, for the whole connect (``scope["user"]`` is lazy: it is read here too)."""
     if user is None or not user.is_authenticated:
         return Opening(CLOSE_UNAUTHENTICATED)
     # Each role check (is_admin, can_build) reads the user's groups, three times here: read
