@@ -44,7 +44,7 @@ def test_the_kickoff_read_snapshots_the_crew_as_crew_get_does(builder: Any) -> N
     assert expected["agents"][0]["planning_config"]["max_steps"] == 7
 
 
-def test_the_kickoff_read_takes_four_queries_and_the_snapshot_none(builder: Any) -> None:
+def test_the_kickoff_read_takes_five_queries_and_the_snapshot_none(builder: Any) -> None:
     crew = a_crew_with_everything(builder)
 
     with CaptureQueriesContext(connection) as reads:
@@ -52,9 +52,9 @@ def test_the_kickoff_read_takes_four_queries_and_the_snapshot_none(builder: Any)
     with CaptureQueriesContext(connection) as snapshot:
         crew_snapshot(read)
 
-    # The role checks read the builder's groups; then the crew, agents, tasks and links, and one
-    # more for the agent of a task that is not a member (with its planning settings).
-    assert len(reads) - sum("auth_group" in q["sql"] for q in reads) == 5
+    # The role checks read the builder's groups; then the crew, agents, their planning settings,
+    # tasks and links, and one more for the agent of a task that is not a member (with its own).
+    assert len(reads) - sum("auth_group" in q["sql"] for q in reads) == 6
     assert len(snapshot) == 0
 
 
@@ -105,10 +105,10 @@ def test_anything_but_all_on_a_kickoff_read_relation_still_asks_the_database(
     assert read.agents.filter(name="Amy").exists()
 
 
-def test_a_crew_whose_tasks_use_its_agents_is_read_in_four_queries(builder: Any) -> None:
+def test_a_crew_whose_tasks_use_its_agents_is_read_in_five_queries(builder: Any) -> None:
     crew = make_crew(builder)
 
     with CaptureQueriesContext(connection) as reads:
         crew_snapshot(selectors.crew_get_for_kickoff(user=builder, crew_id=crew.pk))
 
-    assert len(reads) - sum("auth_group" in q["sql"] for q in reads) == 4
+    assert len(reads) - sum("auth_group" in q["sql"] for q in reads) == 5
