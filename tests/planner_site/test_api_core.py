@@ -88,6 +88,39 @@ def test_a_token_of_an_inactive_user_is_401(builder):
     assert Client().get("/api/agents", **bearer(raw)).status_code == 401
 
 
+def test_a_token_is_marked_used_at_most_once_a_minute(builder):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from planner_site.models import ApiToken
+
+    token, raw = token_create(user=builder)
+    assert Client().get("/api/agents", **bearer(raw)).status_code == 200
+    first = ApiToken.objects.get(pk=token.pk).last_used_at
+    assert first is not None
+
+    assert Client().get("/api/agents", **bearer(raw)).status_code == 200
+    assert ApiToken.objects.get(pk=token.pk).last_used_at == first
+
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=first - timedelta(minutes=2))
+    assert Client().get("/api/agents", **bearer(raw)).status_code == 200
+    assert ApiToken.objects.get(pk=token.pk).last_used_at > first - timedelta(seconds=1)
+    assert ApiToken.objects.get(pk=token.pk).last_used_at <= timezone.now()
+
+
+def test_a_token_reads_its_own_user(builder, other_builder):
+    from planner_site.tokens import user_for_token
+
+    _mine, raw = token_create(user=builder)
+    _theirs, other = token_create(user=other_builder)
+
+    assert user_for_token(raw) == builder
+    assert user_for_token(other) == other_builder
+    assert user_for_token(raw[:-1]) is None
+    assert user_for_token(raw).groups.get().name == "builder"
+
+
 def test_a_bearer_token_reads_and_writes_without_csrf(builder):
     _token, raw = token_create(user=builder)
     client = Client(enforce_csrf_checks=True)
