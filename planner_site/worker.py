@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, close_old_connections, connection, transaction
+from django.db import OperationalError, close_old_connections, connections, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django_tasks_db.backend import DatabaseBackend
@@ -220,7 +220,7 @@ class HeartbeatWorker(Worker):
         most of a claim's cost, and a worker claims after every task and on every ring.
         """
         statements = self._statements
-        if statements is None or statements.vendor != connection.vendor:
+        if statements is None or statements.vendor != connections[DBTaskResult.objects.db].vendor:
             statements = self._statements = _QueueStatements(self._ready)
         try:
             if not statements.peek():
@@ -306,7 +306,8 @@ class _QueueStatements:
     each claim: the same SQL and parameters as the querysets, without compiling them each time."""
 
     def __init__(self, ready: Callable[[datetime], QuerySet[DBTaskResult]]) -> None:
-        self.vendor = connection.vendor
+        self.alias = DBTaskResult.objects.db  # the database the tasks live in (routers included)
+        self.vendor = connections[self.alias].vendor
         self._ready = ready
         tasks = ready(_NOW_STAND_IN)
         self._peek_sql, self._peek_params, self._peek_at = self._compile(tasks.query.exists())
@@ -315,8 +316,9 @@ class _QueueStatements:
 
     @staticmethod
     def _compile(query: Any) -> tuple[str, list[Any], int]:
-        sql, params = query.get_compiler(DBTaskResult.objects.db).as_sql()
-        stand_in = DBTaskResult._meta.get_field("run_after").get_db_prep_value(_NOW_STAND_IN, connection)
+        alias = DBTaskResult.objects.db
+        sql, params = query.get_compiler(alias).as_sql()
+        stand_in = DBTaskResult._meta.get_field("run_after").get_db_prep_value(_NOW_STAND_IN, connections[alias])
         where = [i for i, value in enumerate(params) if value == stand_in]
         if len(where) != 1:  # pragma: no cover - a backend that inlines values: no shortcut then
             raise RuntimeError(f"cannot find the time among the queue query's parameters: {params!r}")
@@ -324,12 +326,12 @@ class _QueueStatements:
 
     def _params(self, params: list[Any], at: int) -> list[Any]:
         params = list(params)
-        params[at] = self._run_after.get_db_prep_value(timezone.now(), connection)
+        params[at] = self._run_after.get_db_prep_value(timezone.now(), connections[self.alias])
         return params
 
     def peek(self) -> bool:
         """``ready().exists()``."""
-        with connection.cursor() as cursor:
+        with connections[self.alias].cursor() as cursor:
             cursor.execute(self._peek_sql, self._params(self._peek_params, self._peek_at))
             return cursor.fetchone() is not None
 
