@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -66,3 +67,32 @@ def test_a_role_taken_away_holds_from_the_next_request(builder: Any) -> None:
     builder.groups.clear()
 
     assert kickoff_by_token(raw, crew).status_code == 403
+
+
+def test_the_rate_check_counts_the_actors_runs_of_the_last_minute_only(
+    builder: Any, other_builder: Any, settings: Any
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from crews import runs
+    from crews.models import Run
+    from planner_site.errors import TooMany
+
+    crew = make_crew(builder)
+    now = timezone.now()
+    for who, age in ((builder, 30), (builder, 90), (other_builder, 10), (builder, 5)):
+        run = Run.objects.create(crew=crew, created_by=who, snapshot={})
+        Run.objects.filter(pk=run.pk).update(created_at=now - timedelta(seconds=age))
+
+    assert runs._recent_runs(builder, now - timedelta(minutes=1)) == 2
+    assert runs._recent_runs(builder, now - timedelta(seconds=30)) == 2
+    assert runs._recent_runs(builder, now - timedelta(seconds=29)) == 1
+    assert runs._recent_runs(other_builder, now - timedelta(minutes=1)) == 1
+
+    settings.PLANNER_KICKOFF_RATE_PER_MINUTE = 3
+    runs._check_rate(builder)
+    settings.PLANNER_KICKOFF_RATE_PER_MINUTE = 2
+    with pytest.raises(TooMany):
+        runs._check_rate(builder)
