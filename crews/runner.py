@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import close_old_connections, connection, connections
+from django.db import close_old_connections, connections
 from django.utils.translation import gettext_noop
 
 from agents.bridge import agent_spec, llm_lookup, llm_rows, llm_spec, snapshot_llm_ids
@@ -41,6 +40,7 @@ from crews.engine.kickoff import run_crew
 from crews.engine.planner import CrewPlanError, draft_crew_plan
 from crews.engine.specs import CrewSpec
 from crews.models import Plan, Run, RunEvent, RunTask
+from planner_site.prepared import STAND_IN_ID, Prepared
 from planner_site.worker import default_worker_id, on_worker_stop
 
 logger = logging.getLogger(__name__)
@@ -133,8 +133,7 @@ class DeltaFollowers:
 
 def _poll(run_id: int, followers: DeltaFollowers, *, beat: bool) -> bool:
     """One database hop for the watch loop: heartbeat (or a plain look), followers; stop asked?"""
-    # Without a beat: Run.objects.filter(pk=…, cancel_requested=True), compiled once.
-    stop = runs.run_heartbeat(run_id=run_id) if beat else bool(_fetch("stop", [True, run_id]))
+    stop = runs.run_heartbeat(run_id=run_id) if beat else bool(_STOP_ASKED.rows(run=run_id))
     followers.refresh()
     return stop
 
@@ -194,50 +193,25 @@ class _Start:
     announce_plan: bool = False  # whether the run still has to say which plan it follows
 
 
-# Stand-in for a run's id, compiled into the queries below and then replaced by the real one.
-_RUN_ID_STAND_IN = 1_000_001
-
-
-def _queries() -> dict[str, tuple[Any, tuple[Any, ...]]]:
-    """The runner's per-run reads, as querysets with the parameters they compile to."""
-    done = RunTask.Status.DONE
-    return {
-        "run": (Run.objects.filter(pk=_RUN_ID_STAND_IN), (_RUN_ID_STAND_IN,)),
-        "done": (RunTask.objects.filter(run_id=_RUN_ID_STAND_IN, status=done).values_list("task_id_snapshot", "output"),
-                 (_RUN_ID_STAND_IN, done)),
-        "stop": (Run.objects.filter(pk=_RUN_ID_STAND_IN, cancel_requested=True).values_list("pk"),
-                 (True, _RUN_ID_STAND_IN)),
-    }
-
-
-@functools.cache
-def _sql(vendor: str, name: str) -> str:
-    """The ORM's SQL for the read ``name``, compiled once per database kind: compiling was most of
-    the cost of these reads, which every run makes. Checked to take exactly the expected
-    parameters, in order, so running it with a run's own values is the queryset's query."""
-    queryset, expected = _queries()[name]
-    sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
-    if tuple(params) != expected:  # pragma: no cover - a backend that inlines or reorders values
-        raise RuntimeError(f"unexpected parameters for the runner's {name!r} query: {params!r}")
-    return sql
-
-
-def _fetch(name: str, params: list[Any]) -> list[tuple[Any, ...]]:
-    with connection.cursor() as cursor:
-        cursor.execute(_sql(connection.vendor, name), params)
-        return cursor.fetchall()
+# The runner's per-run reads, compiled once (``Prepared``): compiling was most of their cost.
+_RUN = Prepared(lambda run: Run.objects.filter(pk=run), run=STAND_IN_ID)
+_DONE_OUTPUTS = Prepared(
+    lambda run: RunTask.objects.filter(run_id=run, status=RunTask.Status.DONE).values_list("task_id_snapshot", "output"),
+    run=STAND_IN_ID,
+)
+_STOP_ASKED = Prepared(lambda run: Run.objects.filter(pk=run, cancel_requested=True).values_list("pk"), run=STAND_IN_ID)
 
 
 def _run_row(run_id: int) -> Run:
-    found = list(Run.objects.raw(_sql(connection.vendor, "run"), [run_id]))
-    if not found:
+    run = _RUN.one(Run, run=run_id)
+    if run is None:
         raise Run.DoesNotExist(f"no run {run_id}")
-    return found[0]
+    return run
 
 
 def _done_outputs(run_id: int) -> dict[str, str]:
     """Task key → output of the run's tasks finished before (a resumed run, or a re-run's kept)."""
-    return {str(task_id): output for task_id, output in _fetch("done", [run_id, RunTask.Status.DONE])}
+    return {str(task_id): output for task_id, output in _DONE_OUTPUTS.rows(run=run_id)}
 
 
 def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start:

@@ -16,11 +16,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, close_old_connections, connections, transaction
+from django.db import OperationalError, close_old_connections, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django_tasks_db.backend import DatabaseBackend
@@ -30,6 +30,7 @@ from django_tasks_db.models import DBTaskResult, get_date_max
 from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
 
 from planner_site.env import env_int
+from planner_site.prepared import STAND_IN_TIME, Prepared
 
 logger = logging.getLogger(__name__)
 tasks_logger = logging.getLogger("django_tasks_db")
@@ -220,12 +221,12 @@ class HeartbeatWorker(Worker):
         most of a claim's cost, and a worker claims after every task and on every ring.
         """
         statements = self._statements
-        if statements is None or statements.vendor != connections[DBTaskResult.objects.db].vendor:
+        if statements is None:
             statements = self._statements = _QueueStatements(self._ready)
         try:
             if not statements.peek():
                 return None, True
-            with exclusive_transaction(DBTaskResult.objects.db):
+            with exclusive_transaction(statements.alias):
                 task_result = statements.get_locked()
                 if task_result is not None:
                     # "claim" the task, so it isn't run by another worker process
@@ -297,50 +298,22 @@ class HeartbeatWorker(Worker):
         self.bell.wake_all()
 
 
-# A moment no real clock shows: compiled in place of "now", then found among the parameters.
-_NOW_STAND_IN = datetime(2001, 2, 3, 4, 5, 6, 789, tzinfo=UTC)
-
-
 class _QueueStatements:
-    """A worker's queue queries, compiled once with a stand-in for "now" and run with the time of
-    each claim: the same SQL and parameters as the querysets, without compiling them each time."""
+    """A worker's two queue reads, ``ready().exists()`` and ``ready().get_locked()``, compiled once
+    (``Prepared``) and run with the time of each claim."""
 
     def __init__(self, ready: Callable[[datetime], QuerySet[DBTaskResult]]) -> None:
-        self.alias = DBTaskResult.objects.db  # the database the tasks live in (routers included)
-        self.vendor = connections[self.alias].vendor
-        self._ready = ready
-        tasks = ready(_NOW_STAND_IN)
-        self._peek_sql, self._peek_params, self._peek_at = self._compile(tasks.query.exists())
-        self._pick: tuple[str, list[Any], int] | None = None  # compiled inside the claim's transaction
-        self._run_after = DBTaskResult._meta.get_field("run_after")
-
-    @staticmethod
-    def _compile(query: Any) -> tuple[str, list[Any], int]:
-        alias = DBTaskResult.objects.db
-        sql, params = query.get_compiler(alias).as_sql()
-        stand_in = DBTaskResult._meta.get_field("run_after").get_db_prep_value(_NOW_STAND_IN, connections[alias])
-        where = [i for i, value in enumerate(params) if value == stand_in]
-        if len(where) != 1:  # pragma: no cover - a backend that inlines values: no shortcut then
-            raise RuntimeError(f"cannot find the time among the queue query's parameters: {params!r}")
-        return sql, list(params), where[0]
-
-    def _params(self, params: list[Any], at: int) -> list[Any]:
-        params = list(params)
-        params[at] = self._run_after.get_db_prep_value(timezone.now(), connections[self.alias])
-        return params
+        self.alias = DBTaskResult.objects.db  # the database the tasks live in, as the library reads it
+        self._peek = Prepared(lambda now: ready(now).values_list("pk")[:1], now=STAND_IN_TIME)
+        # Compiled at its first use, inside the claim's transaction (select_for_update needs one).
+        self._pick = Prepared(lambda now: ready(now).select_for_update(skip_locked=True)[:1], now=STAND_IN_TIME)
 
     def peek(self) -> bool:
-        """``ready().exists()``."""
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(self._peek_sql, self._params(self._peek_params, self._peek_at))
-            return cursor.fetchone() is not None
+        return bool(self._peek.rows(self.alias, now=timezone.now()))
 
     def get_locked(self) -> DBTaskResult | None:
-        """``ready().get_locked()``: the next task, its row locked; inside a transaction."""
-        if self._pick is None:
-            self._pick = self._compile(self._ready(_NOW_STAND_IN).select_for_update(skip_locked=True)[:1].query)
-        sql, params, at = self._pick
-        return next(iter(DBTaskResult.objects.raw(sql, self._params(params, at))), None)
+        """The next task, its row locked; call inside a transaction."""
+        return self._pick.one(DBTaskResult, self.alias, now=timezone.now())
 
 
 def make_worker(*, worker_id: str, interval: float = 0.5, queues: list[str] | None = None) -> HeartbeatWorker:
