@@ -23,6 +23,7 @@ from crews.engine.interpolate import find_placeholders, missing_inputs
 from crews.models import Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
 from planner_site.audit import audit
 from planner_site.errors import Conflict, NotFound, TooMany
+from planner_site.rows import insert_new
 
 S = Run.Status
 FINISHED = {S.SUCCEEDED, S.FAILED, S.CANCELLED}
@@ -161,13 +162,14 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
             raise ValidationError({"plan_id": _("Approve the plan before running it.")})
         else:
             plan_version = plan.approved_version
-    run = Run.objects.create(
+    run = Run(
         crew=crew, created_by=actor, plan=plan, plan_version=plan_version,
         inputs=clean, snapshot=snapshot, rerun_of=rerun_of,
         review_plan=crew.review_plan if review_plan is None else review_plan,
     )
+    insert_new([run])
     done = done or {}
-    results = RunTask.objects.bulk_create(
+    results = [
         RunTask(
             run=run, task_id_snapshot=t["id"], order=index, name=t["name"],
             agent_name=next((a["name"] for a in snapshot["agents"] if a["id"] == t["agent_id"]), ""),
@@ -175,7 +177,8 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
             output=done[t["id"]].output if t["id"] in done else "",
         )
         for index, t in enumerate(snapshot["tasks"])
-    )
+    ]
+    insert_new(results)
     # The response shows the run as kicked off: its task rows are these (no query to read them).
     selectors.related_rows_known(run, "task_results", results)
     _record_queued(run, {"crew_id": crew.pk, "plan_id": run.plan_id, "plan_version": run.plan_version})
