@@ -22,34 +22,47 @@ def token_create(*, user: Any, name: str = "") -> tuple[ApiToken, str]:
     return token, raw
 
 
-# Stand-ins compiled into the lookup's two reads, then replaced by the hash and the user's id.
-_HASH_STAND_IN, _USER_STAND_IN = "token-hash-stand-in", 1_000_001
+_HASH_STAND_IN = "token-hash-stand-in"  # compiled into the lookup, then replaced by the hash
 
 
 @functools.cache
-def _lookup_sql(vendor: str) -> tuple[str, str]:
-    """The ORM's SQL for the token with a hash and for its user, compiled once: compiling was
-    most of the lookup's cost, paid by every API request and token websocket."""
-    token = ApiToken.objects.filter(token_hash=_HASH_STAND_IN).order_by()  # the hash is unique
-    user = get_user_model().objects.filter(pk=_USER_STAND_IN).order_by()
-    compiled = []
-    for queryset, stand_in in ((token, _HASH_STAND_IN), (user, _USER_STAND_IN)):
-        sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
-        if tuple(params) != (stand_in,):  # pragma: no cover - a backend that inlines values
-            raise RuntimeError(f"unexpected parameters for a token lookup: {params!r}")
-        compiled.append(sql)
-    return compiled[0], compiled[1]
+def _lookup_sql(vendor: str) -> tuple[str, tuple[Any, ...], list[int], list[int]]:
+    """The ORM's SQL for the token with a hash and its user, compiled once (compiling was most
+    of the lookup's cost, paid by every API request and token websocket); its columns, and
+    which of them are the token's and which the user's."""
+    queryset = ApiToken.objects.select_related("user").filter(token_hash=_HASH_STAND_IN).order_by()
+    compiler = queryset.query.get_compiler(using=queryset.db)
+    sql, params = compiler.as_sql()
+    if tuple(params) != (_HASH_STAND_IN,):  # pragma: no cover - a backend that inlines values
+        raise RuntimeError(f"unexpected parameters for a token lookup: {params!r}")
+    columns = tuple(column for column, _sql, _alias in compiler.select)
+    token, user = compiler.klass_info, compiler.klass_info["related_klass_infos"][0]
+    return sql, columns, list(token["select_fields"]), list(user["select_fields"])
+
+
+def _from_row(model: Any, row: list[Any], columns: tuple[Any, ...], indexes: list[int]) -> Any:
+    """The model built from its columns of ``row``, converted as the ORM converts them."""
+    values = []
+    for i in indexes:
+        value, column = row[i], columns[i]
+        for convert in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
+            value = convert(value, column, connection)
+        values.append(value)
+    return model.from_db(connection.alias, [columns[i].target.attname for i in indexes], values)
 
 
 def user_for_token(raw: str) -> Any | None:
     if not raw.startswith(PREFIX):
         return None
-    token_sql, user_sql = _lookup_sql(connection.vendor)
-    token = next(iter(ApiToken.objects.raw(token_sql, [hash_token(raw)])), None)
-    if token is None:
+    sql, columns, token_at, user_at = _lookup_sql(connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [hash_token(raw)])
+        row = cursor.fetchone()  # the hash is unique
+    if row is None:
         return None
-    user = next(iter(get_user_model().objects.raw(user_sql, [token.user_id])), None)
-    if user is None or not user.is_active:
+    token = _from_row(ApiToken, row, columns, token_at)
+    user = _from_row(get_user_model(), row, columns, user_at)
+    if not user.is_active:
         return None
     # Touch at most once a minute: a busy client must not write on every request.
     now = timezone.now()

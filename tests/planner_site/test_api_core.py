@@ -119,6 +119,12 @@ def test_a_token_reads_its_own_user(builder, other_builder):
     assert user_for_token(other) == other_builder
     assert user_for_token(raw[:-1]) is None
     assert user_for_token(raw).groups.get().name == "builder"
+    read = user_for_token(raw)
+    fresh = type(builder).objects.get(pk=builder.pk)
+    fields = [f.attname for f in fresh._meta.concrete_fields]
+    assert [getattr(read, f) for f in fields] == [getattr(fresh, f) for f in fields]
+    assert read.is_superuser is False and read.date_joined.tzinfo is not None
+    assert not read._state.adding and read._state.db == "default"
 
 
 def test_a_bearer_token_reads_and_writes_without_csrf(builder):
