@@ -11,6 +11,7 @@ from agents.engine.prompts import DEFAULTS as PROMPT_DEFAULTS
 from agents.engine.prompts import PromptBook
 from agents.models import LLM, Agent, PromptTemplate, PromptTemplateVersion
 from planner_site.errors import Forbidden, NotFound
+from planner_site.prepared import Prepared
 from planner_site.roles import can_build, is_admin
 
 
@@ -77,14 +78,21 @@ def prompt_versions(*, key: str) -> QuerySet[PromptTemplateVersion]:
     return PromptTemplateVersion.objects.filter(template__key=key).order_by("-number")
 
 
+def _current_prompts() -> QuerySet[PromptTemplateVersion]:
+    newest = PromptTemplateVersion.objects.filter(template=OuterRef("template")).order_by("-number")
+    return PromptTemplateVersion.objects.filter(
+        template__key__in=list(PROMPT_DEFAULTS), number=Subquery(newest.values("number")[:1])
+    ).values_list("template__key", "text")
+
+
+# Every run reads it; compiling the subquery was most of its cost (planner_site.prepared).
+_CURRENT_PROMPTS = Prepared(_current_prompts)
+
+
 def prompt_book() -> PromptBook:
     """The current text of every prompt, for one run of the engine: each template's newest
     version, read fresh in one query (an admin's save holds from the next run on)."""
-    newest = PromptTemplateVersion.objects.filter(template=OuterRef("template")).order_by("-number")
-    current = PromptTemplateVersion.objects.filter(
-        template__key__in=list(PROMPT_DEFAULTS), number=Subquery(newest.values("number")[:1])
-    ).values_list("template__key", "text")
-    return PromptBook(dict(current))
+    return PromptBook(dict(_CURRENT_PROMPTS.rows()))
 
 
 def agent_can_write(*, user: Any, agent: Agent) -> bool:
