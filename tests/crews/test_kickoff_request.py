@@ -22,7 +22,8 @@ def test_kickoff_answers_the_queued_run_without_reading_back_its_task_rows(build
 
     with CaptureQueriesContext(connection) as queries:
         response = client.post(
-            f"/api/crews/{crew.pk}/kickoff", json.dumps({"inputs": {"topic": "tides"}}),
+            f"/api/crews/{crew.pk}/kickoff",
+            json.dumps({"inputs": {"topic": "tides"}}),
             content_type="application/json",
         )
 
@@ -43,7 +44,8 @@ def test_kickoff_answers_the_queued_run_without_reading_back_its_task_rows(build
 def kickoff_by_token(raw: str, crew: Any) -> Any:
     client = Client(headers={"Authorization": f"Bearer {raw}"})
     return client.post(
-        f"/api/crews/{crew.pk}/kickoff", json.dumps({"inputs": {"topic": "tides"}}),
+        f"/api/crews/{crew.pk}/kickoff",
+        json.dumps({"inputs": {"topic": "tides"}}),
         content_type="application/json",
     )
 

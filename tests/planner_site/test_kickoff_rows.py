@@ -44,7 +44,10 @@ def test_new_rows_are_stored_in_one_insert_with_their_keys(
     builder: Any, django_assert_num_queries: Any
 ) -> None:
     run = Run.objects.create(crew=make_crew(builder), created_by=builder)
-    tasks = [RunTask(run=run, task_id_snapshot=i, order=i, name=f"T{i}", agent_name="A") for i in range(3)]
+    tasks = [
+        RunTask(run=run, task_id_snapshot=i, order=i, name=f"T{i}", agent_name="A")
+        for i in range(3)
+    ]
 
     with django_assert_num_queries(1):
         insert_new(tasks)
@@ -75,7 +78,11 @@ def test_an_audit_row_is_stored_with_its_actor_target_and_data(builder: Any) -> 
 
     row = AuditEvent.objects.get(pk=event.pk)
     assert (row.actor, row.action, row.target_type, row.target_id, row.data) == (
-        builder, "run.started", "run", str(run.pk), {"crew": run.crew_id}
+        builder,
+        "run.started",
+        "run",
+        str(run.pk),
+        {"crew": run.crew_id},
     )
     assert row.at is not None and row.at == event.at
     assert AuditEvent.objects.get(pk=anonymous.pk).actor is None
