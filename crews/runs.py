@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +22,7 @@ from crews.engine.interpolate import find_placeholders, missing_inputs
 from crews.models import Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
 from planner_site.audit import audit
 from planner_site.errors import Conflict, NotFound, TooMany
+from planner_site.prepared import STAND_IN_ID, STAND_IN_TIME, Prepared
 from planner_site.rows import insert_new
 
 S = Run.Status
@@ -45,31 +45,19 @@ def _enqueue(run: Run) -> None:
         transaction.on_commit(lambda: execute_run.enqueue(run.pk))
 
 
-# Stand-ins compiled into the rate check's count, then replaced by the actor's id and the time.
-_ACTOR_STAND_IN, _SINCE_STAND_IN = 1_000_001, datetime(2001, 2, 3, 4, 5, 6, tzinfo=UTC)
-_CREATED_AT = Run._meta.get_field("created_at")
-
-
-@functools.cache
-def _recent_runs_sql(vendor: str) -> tuple[str, int]:
-    """The ORM's SQL counting someone's runs since a time, compiled once (compiling was most of
-    the check's cost, paid by every kickoff); and where the actor's id is among its parameters
-    (the other one is the time)."""
-    recent = Run.objects.filter(created_by=_ACTOR_STAND_IN, created_at__gte=_SINCE_STAND_IN)
-    sql, params = recent.order_by().values("pk").query.get_compiler(using=recent.db).as_sql()
-    since = _CREATED_AT.get_db_prep_value(_SINCE_STAND_IN, connection)
-    if len(params) != 2 or set(params) != {_ACTOR_STAND_IN, since}:  # pragma: no cover
-        raise RuntimeError(f"unexpected parameters for the kickoff rate check: {params!r}")
-    return f"SELECT COUNT(*) FROM ({sql}) recent", list(params).index(_ACTOR_STAND_IN)
+# Someone's runs since a time: every kickoff counts them, compiled once (planner_site.prepared).
+_RUNS_SINCE = Prepared(
+    lambda actor, since: Run.objects.filter(created_by=actor, created_at__gte=since).order_by().values("pk"),
+    actor=STAND_IN_ID,
+    since=STAND_IN_TIME,
+)
 
 
 def _recent_runs(actor: Any, since: datetime) -> int:
     """How many runs ``actor`` started since ``since``."""
-    sql, actor_at = _recent_runs_sql(connection.vendor)
-    params = [_CREATED_AT.get_db_prep_value(since, connection)] * 2
-    params[actor_at] = actor.pk
+    sql, params = _RUNS_SINCE.sql(actor=actor.pk, since=since)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(f"SELECT COUNT(*) FROM ({sql}) recent", params)
         return int(cursor.fetchone()[0])
 
 

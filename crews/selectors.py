@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import copy
-import functools
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection
 from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.utils.translation import gettext as _
 
@@ -16,6 +14,7 @@ from agents.models import Agent, PlanningConfig
 from crews.engine.interpolate import find_placeholders
 from crews.models import Crew, Plan, PlanStep, PlanVersion, Run, RunEvent, RunTask, Task
 from planner_site.errors import Forbidden, NotFound
+from planner_site.prepared import STAND_IN_ID, STAND_IN_ID_2, Prepared
 from planner_site.roles import can_build, is_admin
 
 
@@ -27,7 +26,11 @@ def _crews_seen_by(user: Any) -> QuerySet[Crew]:
     """Who sees which crew: an admin every crew, anyone else their own and the shared ones."""
     if is_admin(user):
         return Crew.objects.all()
-    return Crew.objects.filter(Q(owner=user) | Q(shared=True))
+    return _crews_owned_or_shared(user.pk)
+
+
+def _crews_owned_or_shared(user_id: int) -> QuerySet[Crew]:
+    return Crew.objects.filter(Q(owner=user_id) | Q(shared=True))
 
 
 def crew_list(*, user: Any) -> QuerySet[Crew]:
@@ -52,42 +55,27 @@ def crew_get(*, user: Any, crew_id: int, for_write: bool = False) -> Crew:
     return crew
 
 
-# Stand-ins compiled into the kickoff's reads, then replaced by the crew's and the user's ids.
-_CREW_STAND_IN, _USER_STAND_IN = 1_000_001, 1_000_002
 _PLANNING_CONFIG = Agent._meta.get_field("planning_config")  # an agent's, the reverse one-to-one
 
-
-@functools.cache
-def _kickoff_sql(vendor: str) -> dict[str, tuple[str, tuple[Any, ...]]]:
-    """The ORM's SQL for the kickoff's reads of a crew, compiled once (compiling was most of
-    their cost, paid by every kickoff), with its parameters: the stand-ins stand for the crew's
-    and the user's ids; any other value is the query's own (``shared=True`` where a backend
-    does not write it as a bare column)."""
-    crew = Crew.objects.order_by()
-    through = Task.context.through.objects.order_by()
-    queries = {
-        "crew": crew.filter(pk=_CREW_STAND_IN),
-        "crew_seen": crew.filter(Q(owner=_USER_STAND_IN) | Q(shared=True), pk=_CREW_STAND_IN),
-        "agents": Agent.objects.filter(crews=_CREW_STAND_IN),  # in the agents' own order
-        "planning": PlanningConfig.objects.filter(agent__crews=_CREW_STAND_IN).order_by(),
-        "tasks": Task.objects.filter(crew=_CREW_STAND_IN).order_by(),
-        "links": through.filter(from_task__crew=_CREW_STAND_IN).values_list(
-            "from_task_id", "to_task_id"
-        ),
-    }
-    compiled = {}
-    for name, queryset in queries.items():
-        sql, params = queryset.query.get_compiler(using=queryset.db).as_sql()
-        if _CREW_STAND_IN not in params:  # pragma: no cover - a backend that inlines values
-            raise RuntimeError(f"unexpected parameters for a kickoff's {name} read: {params!r}")
-        compiled[name] = (sql, tuple(params))
-    return compiled
-
-
-def _kickoff_read(name: str, *, crew_id: int, user_id: int | None = None) -> tuple[str, list[Any]]:
-    sql, params = _kickoff_sql(connection.vendor)[name]
-    ids = {_CREW_STAND_IN: crew_id, _USER_STAND_IN: user_id}
-    return sql, [ids.get(p, p) if type(p) is int else p for p in params]
+# The kickoff's reads of a crew, compiled once (planner_site.prepared): compiling them was most
+# of their cost, paid by every kickoff. Who sees the crew is _crews_seen_by's rule, as everywhere.
+_KICKOFF_CREW = Prepared(lambda crew: Crew.objects.order_by().filter(pk=crew), crew=STAND_IN_ID)
+_KICKOFF_CREW_SEEN = Prepared(
+    lambda crew, user: _crews_owned_or_shared(user).order_by().filter(pk=crew),
+    crew=STAND_IN_ID,
+    user=STAND_IN_ID_2,
+)
+_KICKOFF_AGENTS = Prepared(lambda crew: Agent.objects.filter(crews=crew), crew=STAND_IN_ID)
+_KICKOFF_PLANNING = Prepared(
+    lambda crew: PlanningConfig.objects.filter(agent__crews=crew).order_by(), crew=STAND_IN_ID
+)
+_KICKOFF_TASKS = Prepared(lambda crew: Task.objects.filter(crew=crew).order_by(), crew=STAND_IN_ID)
+_KICKOFF_LINKS = Prepared(
+    lambda crew: Task.context.through.objects.order_by()
+    .filter(from_task__crew=crew)
+    .values_list("from_task_id", "to_task_id"),
+    crew=STAND_IN_ID,
+)
 
 
 def crew_get_for_kickoff(*, user: Any, crew_id: int) -> Crew:
@@ -102,22 +90,21 @@ def crew_get_for_kickoff(*, user: Any, crew_id: int) -> Crew:
     anyway); every kickoff pays it.
     """
     if is_admin(user):
-        found = list(Crew.objects.raw(*_kickoff_read("crew", crew_id=crew_id)))
+        crew = _KICKOFF_CREW.one(Crew, crew=crew_id)
     else:
-        found = list(Crew.objects.raw(*_kickoff_read("crew_seen", crew_id=crew_id, user_id=user.pk)))
-    if not found:
+        crew = _KICKOFF_CREW_SEEN.one(Crew, crew=crew_id, user=user.pk)
+    if crew is None:
         raise NotFound(_("No crew with id %(id)s.") % {"id": crew_id})
-    crew = found[0]
     crew_check_write(user=user, crew=crew)
-    agents = list(Agent.objects.raw(*_kickoff_read("agents", crew_id=crew.pk)))
-    planning = PlanningConfig.objects.raw(*_kickoff_read("planning", crew_id=crew.pk))
+    agents = _KICKOFF_AGENTS.all(Agent, crew=crew.pk)
+    planning = _KICKOFF_PLANNING.all(PlanningConfig, crew=crew.pk)
     configs = {config.agent_id: config for config in planning}
     for agent in agents:  # as select_related("planning_config") leaves them: no query to read it
         config = configs.get(agent.pk)
         _PLANNING_CONFIG.set_cached_value(agent, config)
         if config is not None:
             _PLANNING_CONFIG.field.set_cached_value(config, agent)
-    tasks = list(Task.objects.raw(*_kickoff_read("tasks", crew_id=crew.pk)))
+    tasks = _KICKOFF_TASKS.all(Task, crew=crew.pk)
     # A task's agent is nearly always one of the crew's: the same row, already read.
     agent_by_id = {agent.pk: agent for agent in agents}
     outsiders = {task.agent_id for task in tasks if task.agent_id is not None} - agent_by_id.keys()
@@ -129,10 +116,8 @@ def crew_get_for_kickoff(*, user: Any, crew_id: int) -> Crew:
         if task.agent_id is not None:
             task.agent = agent_by_id[task.agent_id]
     used: dict[int, list[int]] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(*_kickoff_read("links", crew_id=crew.pk))
-        for task_id, used_id in cursor.fetchall():
-            used.setdefault(task_id, []).append(used_id)
+    for task_id, used_id in _KICKOFF_LINKS.rows(crew=crew.pk):
+        used.setdefault(task_id, []).append(used_id)
     by_id = {task.pk: task for task in tasks}
     # A task only reads earlier tasks of its own crew (services check it); read any other anyway.
     others = {i for ids in used.values() for i in ids} - by_id.keys()
