@@ -121,6 +121,17 @@ class Gate:
         return Reply.text("Thought: I now know the final answer\nFinal Answer: done").after(0.05)
 
 
+def _kickoff(base: str, raw: str, crew_id: int) -> int:
+    request = urllib.request.Request(
+        f"{base}/api/crews/{crew_id}/kickoff", method="POST",
+        data=json.dumps({"inputs": {"topic": "tides"}}).encode(),
+        headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 202
+        return int(json.loads(response.read())["id"])
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_process_runs_the_crew_and_the_web_process_streams_every_event(
     builder: Any, processes_env: dict[str, str]
@@ -139,14 +150,7 @@ def test_a_worker_process_runs_the_crew_and_the_web_process_streams_every_event(
         )
         try:
             web.wait_for_line("is ready at")
-            request = urllib.request.Request(
-                f"{base}/api/crews/{crew.pk}/kickoff", method="POST",
-                data=json.dumps({"inputs": {"topic": "tides"}}).encode(),
-                headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(request, timeout=30) as response:
-                assert response.status == 202
-                run_id = json.loads(response.read())["id"]
+            run_id = _kickoff(base, raw, crew.pk)
 
             received: list[dict[str, Any]] = []
             live_from = None
@@ -200,17 +204,6 @@ class HeldAnswers:
             with self._lock:
                 self.waiting -= 1
         return Reply.text("Thought: I now know the final answer\nFinal Answer: done")
-
-
-def _kickoff(base: str, raw: str, crew_id: int) -> int:
-    request = urllib.request.Request(
-        f"{base}/api/crews/{crew_id}/kickoff", method="POST",
-        data=json.dumps({"inputs": {"topic": "tides"}}).encode(),
-        headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 202
-        return int(json.loads(response.read())["id"])
 
 
 @pytest.mark.django_db(transaction=True)
