@@ -193,11 +193,23 @@ def run_kickoff_agent(*, actor: Any, agent: Agent, message: str) -> Run:
     return run
 
 
+# The locked reads every run makes at its claim and at each change of state, compiled once.
+_LOCKED_RUN = Prepared(lambda run: Run.objects.select_for_update().filter(pk=run), run=STAND_IN_ID)
+_LOCKED_RUN_TO_CLAIM = Prepared(
+    lambda run: Run.objects.select_for_update()
+    .only("id", "status", "cancel_requested", "started_at")
+    .filter(pk=run),
+    run=STAND_IN_ID,
+)
+
+
 def _transition(run_id: int, status: str, event: str | None, data: dict[str, Any] | None = None,
                 *, allowed: set[str] | None = None, **fields: Any) -> bool:
     """Move a run to ``status`` (only from ``allowed``), then record ``event``; False if refused."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = _LOCKED_RUN.one(Run, run=run_id)
+        if run is None:
+            raise Run.DoesNotExist(f"no run {run_id}")
         if allowed is not None and run.status not in allowed:
             return False
         run.status = status
@@ -215,10 +227,7 @@ def run_claim(*, run_id: int, worker_id: str) -> Run | None:
     Reads only what it decides on: the snapshot (the crew's whole definition) is the runner's.
     """
     with transaction.atomic():
-        run = (
-            Run.objects.select_for_update().only("id", "status", "cancel_requested", "started_at")
-            .filter(pk=run_id).first()
-        )
+        run = _LOCKED_RUN_TO_CLAIM.one(Run, run=run_id)
         if run is None or run.status != S.QUEUED:
             return None
         now = timezone.now()
