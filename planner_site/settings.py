@@ -99,10 +99,6 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "planner.sqlite3",
-            # A new SQLite connection costs ~0.7 ms of CPU (SQLite reads the schema on its first
-            # statement): long-lived threads (run workers, the consumers' database thread) keep
-            # theirs. Each HTTP request has a thread of its own under ASGI and still opens one.
-            "CONN_MAX_AGE": 600,
             # WAL lets the web process read while the worker writes; IMMEDIATE avoids
             # "database is locked" on upgrade from read to write transactions.
             "OPTIONS": {
