@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connections
 from django_tasks_db.backend import DatabaseBackend
 from django_tasks_db.compat import task_enqueued
+from django_tasks_db.models import DBTaskResult
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ RETRY_SECONDS = 2.0
 def _on_task_enqueued(sender: type, **kwargs: Any) -> None:
     if not (isinstance(sender, type) and issubclass(sender, DatabaseBackend)):
         return
-    connection = connections["default"]
+    connection = connections[DBTaskResult.objects.db]  # the tasks' database: one transaction
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(f"NOTIFY {CHANNEL}")
@@ -46,7 +47,7 @@ class Listener:
 
     def start(self) -> bool:
         """Start listening on PostgreSQL (True); on another database do nothing (False)."""
-        if connections["default"].vendor != "postgresql":
+        if connections[DBTaskResult.objects.db].vendor != "postgresql":
             return False
         self._thread = threading.Thread(
             target=self._listen_until_stopped, name="task-listener", daemon=True
@@ -60,7 +61,7 @@ class Listener:
     def _listen_until_stopped(self) -> None:
         import psycopg
 
-        params = connections["default"].get_connection_params()
+        params = connections[DBTaskResult.objects.db].get_connection_params()
         while not self._stopped.is_set():
             try:
                 with psycopg.connect(**params, autocommit=True) as conn:

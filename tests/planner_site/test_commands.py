@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from typing import Any
 
@@ -114,13 +115,52 @@ def test_db_worker_refuses_thread_counts_it_cannot_honour(args: list[str], messa
 
 
 @pytest.mark.django_db
-def test_on_sqlite_enqueuing_sends_no_notify_and_nobody_listens(django_assert_num_queries: Any) -> None:
+def test_enqueuing_notifies_and_workers_listen_on_postgresql_only(django_assert_num_queries: Any) -> None:
+    from django.db import connection
     from django_tasks_db.backend import DatabaseBackend
 
     from planner_site.notify import Listener, _on_task_enqueued
 
-    rings: list[int] = []
-    assert Listener(lambda: rings.append(1)).start() is False  # PostgreSQL only
-    with django_assert_num_queries(0):
+    postgres = connection.vendor == "postgresql"
+    listener = Listener(lambda: None)
+    try:
+        assert listener.start() is postgres
+    finally:
+        listener.stop()
+    with django_assert_num_queries(1 if postgres else 0) as captured:
         _on_task_enqueued(DatabaseBackend)
-    assert rings == []
+    assert [q["sql"] for q in captured.captured_queries] == (["NOTIFY planner_tasks"] if postgres else [])
+
+
+class _FailingWorker:
+    def run(self) -> None:
+        raise RuntimeError("the database went away")
+
+    def stop(self) -> None:
+        return None
+
+
+class _BusyWorker:
+    """Runs until stopped, going back to the loop the way a run's coroutines do."""
+
+    def __init__(self) -> None:
+        self.running = True
+
+    def run(self) -> None:
+        from asgiref.sync import async_to_sync
+
+        while self.running:
+            async_to_sync(asyncio.sleep)(0.01)
+
+    def stop(self) -> None:
+        self.running = False
+
+
+def test_a_failing_worker_thread_stops_the_others_and_the_process_ends_with_its_error() -> None:
+    from planner_site.management.commands.db_worker import Command
+
+    busy = _BusyWorker()
+    with pytest.raises(RuntimeError, match="went away"):
+        # Without the fix the loop blocked on the pool forever: the timeout would fire instead.
+        asyncio.run(asyncio.wait_for(Command()._run_threads([_FailingWorker(), busy]), timeout=20))
+    assert busy.running is False

@@ -10,6 +10,8 @@ many of them; start one such process per core to spread their CPU.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -20,6 +22,11 @@ from django_tasks_db.management.commands import db_worker
 
 from planner_site.notify import Listener
 from planner_site.worker import HeartbeatWorker, doorbell, run_stop_hooks
+
+logger = logging.getLogger(__name__)
+
+# How long a failed worker's siblings get to finish their current task before the process exits.
+STOP_SECONDS = 30.0
 
 
 class PlannerWorker(HeartbeatWorker):
@@ -80,21 +87,43 @@ class Command(db_worker.Command):
         """Every worker in a thread of its own, their async_to_sync calls back on this loop.
 
         SIGINT or SIGTERM asks each to stop after its current task; runs in flight are told
-        through the stop hooks, so they mark themselves interrupted instead of being cut off.
+        through the stop hooks, so they mark themselves interrupted instead of being cut off. A
+        second signal exits at once (the sweep marks what was running interrupted), as
+        django-tasks-db's own worker does. A worker that fails (say the database went away)
+        stops the others the same way, and the process exits with its error, so a supervisor
+        restarts it instead of a process that no longer works.
         """
         loop = asyncio.get_running_loop()
+        signals = 0
 
-        def stop() -> None:
+        def stop_all() -> None:
             run_stop_hooks()
             for each in workers:
                 each.stop()
 
+        def on_signal() -> None:
+            nonlocal signals
+            signals += 1
+            if signals > 1:
+                logger.warning("Asked again: stopping now, runs in flight are left to the sweep.")
+                os._exit(1)
+            stop_all()
+
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop)
-        with ThreadPoolExecutor(max_workers=len(workers), thread_name_prefix="run-worker") as pool:
-            await asyncio.gather(
-                *(
-                    sync_to_async(each.run, thread_sensitive=False, executor=pool)()
-                    for each in workers
-                )
-            )
+            loop.add_signal_handler(signum, on_signal)
+        pool = ThreadPoolExecutor(max_workers=len(workers), thread_name_prefix="run-worker")
+        running = [
+            asyncio.ensure_future(sync_to_async(each.run, thread_sensitive=False, executor=pool)())
+            for each in workers
+        ]
+        done, pending = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
+        error = next((task.exception() for task in done if task.exception() is not None), None)
+        if pending:
+            stop_all()  # a worker failed: the others finish their current task
+            _done, pending = await asyncio.wait(pending, timeout=STOP_SECONDS)
+        pool.shutdown(wait=False)
+        if pending:
+            logger.error("%d worker threads did not stop within %g s.", len(pending), STOP_SECONDS)
+            os._exit(1)  # their threads would hold the interpreter's exit forever
+        if error is not None:
+            raise error
