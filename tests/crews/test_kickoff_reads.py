@@ -93,6 +93,31 @@ def test_the_kickoff_read_refuses_who_may_not_run_the_crew(
     assert selectors.crew_get_for_kickoff(user=admin_user, crew_id=private.pk) == private
 
 
+def _outcome(read: Any, user: Any, crew_id: int) -> Any:
+    try:
+        return read(user=user, crew_id=crew_id).pk
+    except (NotFound, Forbidden) as refused:
+        return type(refused)
+
+
+def test_the_kickoff_read_lets_in_exactly_whom_crew_get_for_write_lets_in(
+    builder: Any, other_builder: Any, viewer: Any, admin_user: Any
+) -> None:
+    """Its compiled reads restate who sees a crew: they must agree with crew_visible's rule for
+    every role and every kind of crew, so a change to one without the other fails here."""
+    mine = make_crew(builder, name="Private")
+    shared = make_crew(builder, name="Shared", shared=True)
+    theirs = make_crew(other_builder, name="Theirs")
+    for user in (builder, other_builder, viewer, admin_user):
+        for crew_id in (mine.pk, shared.pk, theirs.pk, theirs.pk + 1000):
+            expected = _outcome(
+                lambda **kw: selectors.crew_get(**kw, for_write=True), user, crew_id
+            )
+            assert _outcome(selectors.crew_get_for_kickoff, user, crew_id) == expected, (
+                user.username, crew_id,
+            )
+
+
 def test_anything_but_all_on_a_kickoff_read_relation_still_asks_the_database(
     builder: Any,
 ) -> None:
