@@ -77,3 +77,32 @@ def test_a_short_key_shows_no_tail(admin_user: Any) -> None:
     llm = services.llm_create(actor=admin_user, name="Short", model="openai/x", api_key="abc123")
     assert llm.api_key_tail == ""
     assert llm.api_key_set
+
+
+def test_processes_starting_together_on_a_fresh_folder_all_keep_the_first_key(tmp_path: Any) -> None:
+    """A web process and a worker started at once must not each keep a key of their own: what
+    one encrypts the other (or the next start) could not read."""
+    import threading
+
+    from planner_site.local_secrets import _read_or_create
+
+    starting = 6
+    everyone_made_one = threading.Barrier(starting)
+    keys: list[str] = []
+
+    def start(n: int) -> None:
+        def make() -> str:
+            everyone_made_one.wait(timeout=10)  # all of them get past the "exists?" check
+            return f"key-{n}"
+
+        keys.append(_read_or_create(tmp_path / "secret_key", make))
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(starting)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    stored = (tmp_path / "secret_key").read_text().strip()
+    assert keys == [stored] * starting
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret_key"]  # no temporary files left
+    assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
