@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connection
+from django.db.models import prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -49,12 +50,9 @@ class BearerAuth(HttpBearer):
         if user is not None:
             if not user.is_superuser:
                 # Each role check reads the user's groups (planner_site.roles), up to three times
-                # in a request that changes something: once here instead, kept as a prefetch
-                # would keep it. This user object lives for this request only, so a changed
+                # in a request that changes something: once here instead, as a prefetch. This user object lives for this request only, so a changed
                 # role holds from the next one.
-                groups = user.groups.get_queryset()
-                groups._fetch_all()
-                user.__dict__.setdefault("_prefetched_objects_cache", {})["groups"] = groups
+                prefetch_related_objects([user], "groups")
             request.user = user  # selectors and services read request.user
         return user
 
