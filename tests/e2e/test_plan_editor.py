@@ -56,10 +56,14 @@ def test_draft_edit_add_delete_and_undo(page: Page) -> None:
     research.get_by_role("link", name="Edit: step 1").click()
     research.get_by_role("textbox", name="Text of step 1").fill("Not this")
     research.get_by_role("textbox", name="Text of step 1").press("Escape")
+    # The field closes (htmx fetches the card again) and focus goes back to its Edit link.
+    expect(research.get_by_role("textbox", name="Text of step 1")).to_have_count(0)
+    expect(research.get_by_role("link", name="Edit: step 1")).to_be_focused()
     expect(research.locator(".step__text").first).to_have_text("Find three recent field guides to tide pools")
 
     # An empty text is refused in place, and the field stays open.
     research.get_by_role("link", name="Edit: step 1").click()
+    expect(research.get_by_role("textbox", name="Text of step 1")).to_be_focused()  # settled
     research.get_by_role("textbox", name="Text of step 1").fill("")
     research.get_by_role("button", name="Save").click()
     expect(research.get_by_role("alert")).to_contain_text("A step needs some text.")
