@@ -54,6 +54,10 @@ def test_draft_edit_add_delete_and_undo(page: Page) -> None:
 
     # Escape cancels an edit and keeps the saved text.
     research.get_by_role("link", name="Edit: step 1").click()
+    # Type once the page is quiet and the editor has focus (htmx settles it): typing earlier
+    # raced the swap (text appended, or a fresh form replacing the typed one).
+    page.wait_for_load_state("networkidle")
+    expect(research.get_by_role("textbox", name="Text of step 1")).to_be_focused()
     research.get_by_role("textbox", name="Text of step 1").fill("Not this")
     research.get_by_role("textbox", name="Text of step 1").press("Escape")
     # The field closes (htmx fetches the card again) and focus goes back to its Edit link.
@@ -63,7 +67,8 @@ def test_draft_edit_add_delete_and_undo(page: Page) -> None:
 
     # An empty text is refused in place, and the field stays open.
     research.get_by_role("link", name="Edit: step 1").click()
-    expect(research.get_by_role("textbox", name="Text of step 1")).to_be_focused()  # settled
+    page.wait_for_load_state("networkidle")  # as above
+    expect(research.get_by_role("textbox", name="Text of step 1")).to_be_focused()
     research.get_by_role("textbox", name="Text of step 1").fill("")
     research.get_by_role("button", name="Save").click()
     expect(research.get_by_role("alert")).to_contain_text("A step needs some text.")
@@ -92,6 +97,10 @@ def test_draft_edit_add_delete_and_undo(page: Page) -> None:
 
     # Leaving the field saves too.
     research.get_by_role("link", name="Edit: step 3").click()
+    # Type once the page is quiet and the editor has focus (htmx settles it): typing earlier
+    # raced the swap (text appended, or a fresh form replacing the typed one).
+    page.wait_for_load_state("networkidle")
+    expect(research.get_by_role("textbox", name="Text of step 3")).to_be_focused()
     research.get_by_role("textbox", name="Text of step 3").fill("Saved by clicking elsewhere")
     page.get_by_role("heading", level=1).click()
     expect(page.locator(STATUS)).to_have_text("Saved: version 7.")
@@ -99,6 +108,10 @@ def test_draft_edit_add_delete_and_undo(page: Page) -> None:
 
     # Opening another step saves the one being edited, and both stay where they should.
     research.get_by_role("link", name="Edit: step 1").click()
+    # Type once the page is quiet and the editor has focus (htmx settles it): typing earlier
+    # raced the swap (text appended, or a fresh form replacing the typed one).
+    page.wait_for_load_state("networkidle")
+    expect(research.get_by_role("textbox", name="Text of step 1")).to_be_focused()
     research.get_by_role("textbox", name="Text of step 1").fill("Saved when step 2 opens")
     research.locator(".step").nth(1).locator(".step__text").click()
     expect(research.get_by_role("textbox", name="Text of step 2")).to_be_focused()
@@ -165,6 +178,10 @@ def test_see_the_version_diff_then_approve_and_run(page: Page) -> None:
     draft_plan(page)
     research = task(page, "Research")
     research.get_by_role("link", name="Edit: step 1").click()
+    # Type once the page is quiet and the editor has focus (htmx settles it): typing earlier
+    # raced the swap (text appended, or a fresh form replacing the typed one).
+    page.wait_for_load_state("networkidle")
+    expect(research.get_by_role("textbox", name="Text of step 1")).to_be_focused()
     research.get_by_role("textbox", name="Text of step 1").fill("Survey the rock pools at low tide")
     research.get_by_role("textbox", name="Text of step 1").press("Enter")
     expect(page.locator(STATUS)).to_have_text("Saved: version 2.")
@@ -204,6 +221,10 @@ def test_the_editor_works_without_javascript(browser: Browser, app_server: LiveS
         second = step_texts(research)[1]
 
         research.get_by_role("link", name="Edit: step 1").click()
+        # Type once the page is quiet and the editor has focus (htmx settles it): typing earlier
+        # raced the swap (text appended, or a fresh form replacing the typed one).
+        page.wait_for_load_state("networkidle")
+        expect(research.get_by_role("textbox", name="Text of step 1")).to_be_focused()
         research.get_by_role("textbox", name="Text of step 1").fill("Edited with a plain form")
         research.get_by_role("button", name="Save").click()
         expect(research.locator(".step__text").first).to_have_text("Edited with a plain form")
