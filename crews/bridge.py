@@ -40,8 +40,9 @@ def crew_snapshot(crew: Crew) -> dict[str, Any]:
     """The crew's definition at kickoff as plain JSON: later edits never change a run.
 
     Reads the tasks, their agents and context and the crew's agents (with their planning
-    settings) through the crew's prefetch cache: a crew from ``selectors.crew_get`` (the kickoff
-    request's) has them all already, and any other is fetched here in four queries.
+    settings) through the crew's prefetch cache: a crew from ``selectors.crew_get`` or
+    ``selectors.crew_get_for_kickoff`` (the kickoff request's) has them all already, and any
+    other is fetched here in four queries.
     """
     prefetch_related_objects(
         [crew],

@@ -183,17 +183,24 @@ async def test_a_gap_in_the_live_stream_is_filled_from_the_database(finished_run
     await communicator.disconnect()
 
 
-async def test_live_events_wait_for_the_replay_to_finish(finished_run, headers, monkeypatch):
-    everything = await stored(finished_run)
-    replay_started, replay_may_finish = asyncio.Event(), asyncio.Event()
-    real_open = consumers._open  # the connect's one hop: the checks, then the replay's read
+def hold_open(monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold the connect's one hop (the checks, then the replay's read) until released: set
+    ``started`` when it begins, wait for ``release`` to go on."""
+    started, release = asyncio.Event(), asyncio.Event()
+    real_open = consumers._open
 
     async def slow_open(*args: Any) -> consumers.Opening:
-        replay_started.set()
-        await replay_may_finish.wait()
+        started.set()
+        await release.wait()
         return await real_open(*args)
 
     monkeypatch.setattr(consumers, "_open", slow_open)
+    return started, release
+
+
+async def test_live_events_wait_for_the_replay_to_finish(finished_run, headers, monkeypatch):
+    everything = await stored(finished_run)
+    replay_started, replay_may_finish = hold_open(monkeypatch)
     communicator = WebsocketCommunicator(application, f"/ws/api/runs/{finished_run.pk}/", headers=headers)
     connecting = asyncio.ensure_future(communicator.connect())
     await replay_started.wait()  # joined the group, reading the database
@@ -347,15 +354,7 @@ async def test_a_refused_socket_gets_nothing_broadcast_while_it_was_checked(
     finished_run, other_builder, monkeypatch
 ):
     headers = await database_sync_to_async(session_headers)(other_builder)
-    checking, may_answer = asyncio.Event(), asyncio.Event()
-    real_open = consumers._open
-
-    async def slow_open(*args: Any) -> consumers.Opening:
-        checking.set()
-        await may_answer.wait()
-        return await real_open(*args)
-
-    monkeypatch.setattr(consumers, "_open", slow_open)
+    checking, may_answer = hold_open(monkeypatch)
     communicator = WebsocketCommunicator(application, f"/ws/api/runs/{finished_run.pk}/", headers=headers)
     connecting = asyncio.ensure_future(communicator.connect())
     await checking.wait()  # in the run's group already, not yet told it may not see the run
