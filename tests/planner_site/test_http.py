@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import django.core.handlers.asgi as django_asgi
@@ -12,9 +13,11 @@ from asgiref import sync
 from asgiref.sync import sync_to_async
 from channels.testing import HttpCommunicator
 from django.core.handlers.asgi import ASGIHandler
+from django.db import connections
+from django.db.backends.signals import connection_created
 
 import planner_site.http as http
-from planner_site.http import OneHopASGIHandler
+from planner_site.http import OneHopASGIHandler, RequestThreads
 from planner_site.tokens import token_create
 
 
@@ -63,3 +66,50 @@ async def test_errors_and_sign_in_still_go_through_the_chain() -> None:
     api, _hops = await _get(handler, "/api/crews", [(b"host", b"127.0.0.1")])
     assert api["status"] == 401
     assert b"X-Frame-Options" in dict(api["headers"])  # response middleware ran
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_requests_reuse_a_kept_thread_and_its_database_connection(builder: Any) -> None:
+    _token, raw = await sync_to_async(token_create)(user=builder, name="reuse")
+    headers = [(b"authorization", f"Bearer {raw}".encode()), (b"host", b"127.0.0.1")]
+    opened: list[str] = []
+
+    def count(sender: Any, connection: Any, **_: Any) -> None:
+        opened.append(threading.current_thread().name)
+
+    connection_created.connect(count)
+    try:
+        handler = OneHopASGIHandler(threads=RequestThreads(keep=2))
+        for _ in range(12):
+            response, _hops = await _get(handler, "/api/crews", headers)
+            assert response["status"] == 200
+    finally:
+        connection_created.disconnect(count)
+    # Requests borrow kept threads, which keep their connections: at most one per kept thread
+    # (a request may start before the one before it has given its thread back). Django's own
+    # handler starts a thread, and so opens a connection, for each of the 12.
+    assert 1 <= len(opened) <= 2
+    assert all(name.startswith("request-") for name in opened)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_threads_beyond_those_kept_close_their_connections_and_end() -> None:
+    threads = RequestThreads(keep=2)
+    lent = [threads.borrow() for _ in range(5)]
+
+    def touch() -> Any:
+        wrapper = connections["default"]  # this thread's own, not the proxy
+        wrapper.ensure_connection()
+        return wrapper
+
+    wrappers = [executor.submit(touch).result(timeout=10) for executor in lent]
+    for executor in lent:
+        threads.give_back(executor)
+    for executor in lent[2:]:
+        executor.shutdown(wait=True)  # already shut down: waits for the thread to end
+    assert threads.idle == 2
+    assert [w.connection is not None for w in wrappers] == [True, True, False, False, False]
+    for executor in lent[:2]:  # the kept ones still run work, with their connection
+        assert executor.submit(touch).result(timeout=10) is wrappers[lent.index(executor)]
+        executor.submit(connections.close_all).result(timeout=10)
+        executor.shutdown(wait=True)
