@@ -70,6 +70,10 @@ async def test_errors_and_sign_in_still_go_through_the_chain() -> None:
 
 @pytest.mark.django_db(transaction=True)
 async def test_requests_reuse_a_kept_thread_and_its_database_connection(builder: Any) -> None:
+    await check_requests_reuse_connections(builder)  # also on PostgreSQL: tests/scaleout
+
+
+async def check_requests_reuse_connections(builder: Any) -> None:
     _token, raw = await sync_to_async(token_create)(user=builder, name="reuse")
     headers = [(b"authorization", f"Bearer {raw}".encode()), (b"host", b"127.0.0.1")]
     opened: list[str] = []

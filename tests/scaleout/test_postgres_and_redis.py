@@ -18,6 +18,7 @@ from django.db import connection
 from django.test import Client
 
 from planner_site.tokens import token_create
+from tests.planner_site.test_http import check_requests_reuse_connections
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +28,13 @@ def test_migrations_ran_on_postgresql() -> None:
     assert connection.vendor == "postgresql"
     tables = connection.introspection.table_names()
     assert {"agents_llm", "crews_crew", "crews_runevent", "django_tasks_database_dbtaskresult"} <= set(tables)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_http_requests_keep_their_postgresql_connection_from_one_to_the_next(builder: Any) -> None:
+    # Persistent connections (conn_max_age) under ASGI: requests borrow kept threads.
+    assert connection.vendor == "postgresql" and connection.settings_dict["CONN_MAX_AGE"] > 0
+    await check_requests_reuse_connections(builder)
 
 
 @pytest.mark.django_db
