@@ -34,8 +34,10 @@ KEPT_THREADS = 32
 class RequestThreads:
     """Single-thread executors lent to one request at a time and kept for the next.
 
-    A request beyond ``keep`` at once gets a thread of its own, which closes its database
-    connections and ends when the request is over, so no connection outlives its thread.
+    An executor comes back only once its thread is idle: a view whose client went away runs on
+    (threads cannot be stopped), and the next request must not wait behind it. A request beyond
+    ``keep`` at once gets a thread of its own, which closes its database connections and ends
+    when the request is over, so no connection outlives its thread.
     """
 
     def __init__(self, keep: int = KEPT_THREADS) -> None:
@@ -51,13 +53,17 @@ class RequestThreads:
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"request-{next(self._numbers)}")
 
     def give_back(self, executor: ThreadPoolExecutor) -> None:
+        # Queued after whatever the request left running, so it runs once the thread is idle.
+        executor.submit(self._returned, executor)
+
+    def _returned(self, executor: ThreadPoolExecutor) -> None:
+        """In the executor's own thread, idle now: keep it, or close its connections and end."""
         with self._lock:
             if len(self._idle) < self.keep:
                 self._idle.append(executor)
                 return
-        # Queued after whatever the request left running (a view whose client went away).
-        executor.submit(connections.close_all)
-        executor.shutdown(wait=False)
+        connections.close_all()
+        executor.shutdown(wait=False)  # the thread ends after this call
 
     @property
     def idle(self) -> int:

@@ -107,13 +107,34 @@ def test_threads_beyond_those_kept_close_their_connections_and_end() -> None:
         return wrapper
 
     wrappers = [executor.submit(touch).result(timeout=10) for executor in lent]
-    for executor in lent:
+    for executor in lent:  # one after another, so the first two are the ones kept
         threads.give_back(executor)
-    for executor in lent[2:]:
-        executor.shutdown(wait=True)  # already shut down: waits for the thread to end
+        if threads.idle < 2:
+            executor.submit(lambda: None).result(timeout=10)  # after the give-back, in its thread
+        else:
+            executor.shutdown(wait=True)  # waits for the give-back, which ends the thread
     assert threads.idle == 2
     assert [w.connection is not None for w in wrappers] == [True, True, False, False, False]
     for executor in lent[:2]:  # the kept ones still run work, with their connection
         assert executor.submit(touch).result(timeout=10) is wrappers[lent.index(executor)]
         executor.submit(connections.close_all).result(timeout=10)
+        executor.shutdown(wait=True)
+
+
+def test_a_thread_still_busy_with_an_abandoned_request_is_not_lent_again() -> None:
+    threads = RequestThreads(keep=2)
+    busy = threads.borrow()
+    release = threading.Event()
+    busy.submit(release.wait, 10)  # a view still running after its client went away
+    threads.give_back(busy)
+    other = threads.borrow()
+    assert other is not busy  # the next request does not queue behind the abandoned view
+    threads.give_back(other)
+    other.submit(lambda: None).result(timeout=10)
+    assert threads.idle == 1
+    release.set()
+    busy.submit(lambda: None).result(timeout=10)
+    assert threads.idle == 2
+    assert threads.borrow() is busy  # idle again: lent like any other
+    for executor in (busy, other):
         executor.shutdown(wait=True)
