@@ -97,7 +97,7 @@ else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.sqlite3",
+            "ENGINE": "planner_site.sqlite",  # Django's, writers queued in Python
             "NAME": VAR_DIR / "planner.sqlite3",
             # A new SQLite connection costs ~0.7 ms of CPU (SQLite reads the schema on its first
             # statement). Every thread that touches the database here outlives its work (HTTP

@@ -1,0 +1,127 @@
+"""planner_site.sqlite: the writers of one process queue on a Python lock, not in SQLite's sleeps."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection, connections, transaction
+from django.utils import timezone
+from django_tasks_db.utils import is_locked_database_exception
+
+from planner_site.models import WorkerBeat
+from planner_site.sqlite.base import writer_lock
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def lock() -> threading.Lock:
+    return writer_lock(str(connection.settings_dict["NAME"]))
+
+
+@contextmanager
+def other_thread() -> Iterator[Callable[[Callable[[], Any]], Future[Any]]]:
+    """Run work in a thread of its own (with its own connection), closed afterwards."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+
+        def submit(work: Callable[[], Any]) -> Future[Any]:
+            return pool.submit(work)
+
+        try:
+            yield submit
+        finally:
+            pool.submit(connections.close_all).result(timeout=10)
+
+
+def beat(name: str) -> None:
+    WorkerBeat.objects.create(worker_id=name, seen_at=timezone.now())
+
+
+def test_the_backend_is_in_use() -> None:
+    assert connection.settings_dict["ENGINE"] == "planner_site.sqlite"
+
+
+def test_a_transaction_waits_for_the_writer_lock_and_goes_on_when_it_is_free() -> None:
+    def write() -> None:
+        with transaction.atomic():
+            beat("in a transaction")
+
+    with other_thread() as submit:
+        with lock():
+            pending = submit(write)
+            with pytest.raises(TimeoutError):
+                pending.result(timeout=0.3)  # SQLite itself is not locked: only the lock holds it
+        pending.result(timeout=10)
+    assert WorkerBeat.objects.filter(worker_id="in a transaction").exists()
+    assert not lock().locked()
+
+
+def test_an_autocommit_write_outside_a_transaction_takes_the_lock_too() -> None:
+    with other_thread() as submit:
+        with lock():
+            pending = submit(lambda: beat("autocommit"))
+            with pytest.raises(TimeoutError):
+                pending.result(timeout=0.3)
+        pending.result(timeout=10)
+    assert WorkerBeat.objects.filter(worker_id="autocommit").exists()
+    assert not lock().locked()
+
+
+def test_reads_never_wait_for_the_lock() -> None:
+    beat("readable")
+    with other_thread() as submit, lock():
+        assert submit(lambda: WorkerBeat.objects.filter(worker_id="readable").count()).result(timeout=10) == 1
+
+
+def test_the_lock_is_held_for_the_whole_transaction_and_released_on_commit_or_rollback() -> None:
+    with transaction.atomic():
+        assert lock().locked()
+        beat("committed")
+        with transaction.atomic():  # a savepoint: no second take
+            beat("nested")
+    assert not lock().locked()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        beat("rolled back")
+        raise RuntimeError("stop")
+    assert not lock().locked()
+    assert set(WorkerBeat.objects.values_list("worker_id", flat=True)) == {"committed", "nested"}
+
+
+def test_a_writer_that_waits_longer_than_the_timeout_is_told_the_database_is_locked() -> None:
+    def write_with_short_timeout() -> None:
+        connections["default"].settings_dict["OPTIONS"] = {
+            **connections["default"].settings_dict["OPTIONS"], "timeout": 0.1
+        }
+        with transaction.atomic():
+            beat("never")
+
+    options = connection.settings_dict["OPTIONS"]
+    try:
+        with other_thread() as submit, lock(), pytest.raises(OperationalError) as raised:
+            submit(write_with_short_timeout).result(timeout=10)
+    finally:
+        connection.settings_dict["OPTIONS"] = options  # the settings dict is shared by threads
+    # django-tasks-db's worker retries a claim on exactly this error.
+    assert is_locked_database_exception(raised.value)
+    assert not WorkerBeat.objects.filter(worker_id="never").exists()
+
+
+def test_many_threads_writing_at_once_all_succeed_and_leave_the_lock_free() -> None:
+    def writes(n: int) -> None:
+        try:
+            for i in range(10):
+                with transaction.atomic():
+                    beat(f"t{n}-{i}")
+                WorkerBeat.objects.filter(worker_id=f"t{n}-{i}").update(seen_at=timezone.now())
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for future in [pool.submit(writes, n) for n in range(8)]:
+            future.result(timeout=60)
+    assert WorkerBeat.objects.count() == 80
+    assert not lock().locked()
