@@ -21,6 +21,8 @@ bench/README.md ("Runs") says what the figures mean and keeps the last ones meas
     run is 2 calls, ideally 0.4 s plus overhead. Kicked off together through
     ``POST /api/crews/{id}/kickoff``; the wall time until the last ``run.succeeded`` reached its
     websocket, against the baseline: one such run alone, measured the same way in the same bench.
+    It also prints the whole machine's busy CPU per run (/proc/stat: ours, the bench's, the rest)
+    against what the target leaves: CPUs × 1.3 × the ideal ÷ runs.
     With ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` set, (c) is measured a second time in the
     scale-out topology: ``serve --workers 0`` for HTTP and websockets, and ``--scaleout PxT``
     (default 2x16) ``manage.py db_worker --threads T`` processes, on a throwaway database and Redis
@@ -574,12 +576,22 @@ class ServerFigures:
     waits_single: list[float] = field(default_factory=list)
     waits_many: list[float] = field(default_factory=list)
     workers: str = ""
+    # With runs at once, per run: every CPU of the machine busy (/proc/stat), and of that the
+    # bench's own process (its clients and the fake LLM).
+    machine_many: list[float] = field(default_factory=list)
+    bench_many: list[float] = field(default_factory=list)
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU time every CPU of the machine has spent busy so far (all but idle and iowait)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def bench_server(
@@ -650,11 +662,14 @@ def concurrency_rounds(
             (runs, figures.many, figures.cpu_many, figures.waits_many),
         ):
             cpu = [cpu_seconds(p) for p in pids]
+            machine, bench = machine_busy_seconds(), cpu_seconds(os.getpid())
             seconds, outcomes, ids = asyncio.run(runs_at_once(api, crew_id, count))
             used = [cpu_seconds(p) - before for p, before in zip(pids, cpu, strict=True)]
             cpus.append(sum(used) / count)
             if count > 1:
                 figures.cpu_web_many.append(used[0] / count)
+                figures.machine_many.append((machine_busy_seconds() - machine) / count)
+                figures.bench_many.append((cpu_seconds(os.getpid()) - bench) / count)
             walls.append(seconds)
             figures.outcomes += outcomes
             waits += asyncio.run(queue_waits(api, ids))
@@ -797,6 +812,19 @@ def concurrency_report(figures: ServerFigures, runs: int) -> None:
             f"\nOf the CPU per run with {runs} at once, the web process (HTTP, websockets) "
             f"spent {web:.0f} ms and the db_worker processes "
             f"{statistics.median(figures.cpu_many) * 1000 - web:.0f} ms."
+        )
+    if figures.machine_many:
+        machine = statistics.median(figures.machine_many) * 1000
+        ours = statistics.median(figures.cpu_many) * 1000
+        bench = statistics.median(figures.bench_many) * 1000
+        cores = os.cpu_count() or 1
+        budget = cores * CONCURRENT_TARGET * ideal / runs * 1000
+        print(
+            f"\nThe whole machine, per run with {runs} at once: {machine:.0f} ms of CPU busy "
+            f"(our processes {ours:.0f}, the bench's clients and fake LLM {bench:.0f}, the rest — "
+            f"PostgreSQL, Redis, the system — {max(0.0, machine - ours - bench):.0f}). Within "
+            f"{CONCURRENT_TARGET} × the ideal, {cores} CPUs give at most {budget:.0f} ms per run, "
+            f"and one process on one GIL {budget / cores:.0f} ms."
         )
     print(
         f"\nMedians of {len(figures.single)} rounds. LLM time alone: {2 * LLM_DELAY:.2f} s per run. "
