@@ -4,13 +4,15 @@ Two real processes on the test's PostgreSQL database and on Redis: ``manage.py s
 (the web side only: HTTP and websockets) and ``manage.py db_worker``. The run is kicked off through
 the web process's API; the worker claims it from the database and executes it; its events travel
 through Redis to the web process, whose JSON socket must hand the client every event exactly once
-(seq 1..last, no gap, no duplicate), the same as the database holds.
+(seq 1..last, no gap, no duplicate), the same as the database holds, and whose run-page socket
+(HTML fragments for htmx) must show one row for each of them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -153,12 +155,15 @@ def test_a_worker_process_runs_the_crew_and_the_web_process_streams_every_event(
             run_id = _kickoff(base, raw, crew.pk)
 
             received: list[dict[str, Any]] = []
+            page_rows: list[int] = []
             live_from = None
-            with connect(
-                f"ws://127.0.0.1:{port}/ws/api/runs/{run_id}/?after=0",
-                additional_headers={"Authorization": f"Bearer {raw}", "Origin": base},
-                open_timeout=30,
-            ) as ws:
+            socket_headers = {"Authorization": f"Bearer {raw}", "Origin": base}
+            with (
+                connect(f"ws://127.0.0.1:{port}/ws/api/runs/{run_id}/?after=0",
+                        additional_headers=socket_headers, open_timeout=30) as ws,
+                connect(f"ws://127.0.0.1:{port}/ws/runs/{run_id}/?after=0",
+                        additional_headers=socket_headers, open_timeout=30) as page,
+            ):  # fmt: skip
                 # What is stored so far comes as the replay; the worker then waits on the LLM.
                 received.append(json.loads(ws.recv(timeout=30)))
                 live_from = len(received)
@@ -167,6 +172,10 @@ def test_a_worker_process_runs_the_crew_and_the_web_process_streams_every_event(
                 while received[-1]["type"] not in TERMINAL:
                     assert time.monotonic() < deadline, f"the run did not finish: {received}"
                     received.append(json.loads(ws.recv(timeout=TIMEOUT)))
+                # The run page's socket: one row per event, as HTML fragments for htmx.
+                while len(page_rows) < len(received):
+                    fragment = str(page.recv(timeout=TIMEOUT))
+                    page_rows += [int(seq) for seq in re.findall(r'<li id="event-(\d+)"', fragment)]
         except BaseException:
             print("web:\n" + web.output() + "\nworker:\n" + worker.output())
             raise
@@ -182,6 +191,7 @@ def test_a_worker_process_runs_the_crew_and_the_web_process_streams_every_event(
     stored = list(RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "type"))
     assert [seq for seq, _type in stored] == list(range(1, len(stored) + 1))
     assert [(e["seq"], e["type"]) for e in received] == stored  # every event, once, in order
+    assert page_rows == [seq for seq, _type in stored]  # and on the run page's socket too
     # Most of the run reached the client live, across Redis, while the worker executed it.
     live = received[live_from:]
     assert len(live) >= 10 and {"task.completed", "llm.completed", "run.succeeded"} <= {e["type"] for e in live}
