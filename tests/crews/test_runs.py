@@ -15,6 +15,7 @@ from agents.engine.llm import LLMResponse, tool_call_response
 from agents.engine.runtime import CancelToken
 from agents.models import LLM
 from crews import plans, runner, runs, selectors
+from crews.engine.planner import SUBMIT_TOOL
 from crews.models import (
     FeedbackRequest,
     Plan,
@@ -325,6 +326,58 @@ def test_an_edited_and_approved_plan_is_used_verbatim_without_the_planner(builde
     assert second["text"] not in str(task_requests(gateway, research)[0].messages)
     assert plan_in_prompt(task_requests(gateway, report)[0]) == [s["text"] for s in steps[report.pk]]
     assert "crew_plan.started" not in event_types(run)
+
+
+def test_over_litellm_a_drafted_then_edited_plan_reaches_the_model_as_edited(builder):
+    """The same flow as above through real litellm and HTTP: the fake server drafts the plan,
+    and the task requests it receives afterwards carry the edited steps."""
+    drafted = {1: ["Find the tide tables", "Read about spring tides", "Note the moon's phases"],
+               2: ["Outline the report", "Write it"]}
+
+    def planner(request: Any) -> bool:  # the crew planner's call: its plan comes as a tool call
+        return (request.body.get("tool_choice") or {}).get("function", {}).get("name") == SUBMIT_TOOL
+
+    def reply(request: Any) -> Reply:
+        if planner(request):
+            return Reply.tool_call(SUBMIT_TOOL, {"plans": [{"task_number": n, "steps": s} for n, s in drafted.items()]})
+        return Reply.text("Thought: I now know the final answer\nFinal Answer: done")
+
+    with FakeLLMServer() as server:
+        server.default = reply
+        llm = fake_llm(server)
+        crew = make_crew(builder, planning=True, llm=llm, planning_llm=llm)
+        research, report = crew.tasks.order_by("order")
+        plan = plans.plan_draft(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+        runner.generate_plan(plan.pk)
+        plan.refresh_from_db()
+        assert plan.status == Plan.Status.DRAFT, plan.error
+        drafting = server.request_count
+        first, second, third = body_of(plan)[research.pk]
+        assert [first["text"], second["text"], third["text"]] == drafted[1]
+        plan = plans.plan_update(actor=builder, plan=plan, expected_version=plan.version, tasks=[
+            {"task_id": research.pk, "steps": [
+                {**third},  # moved to the front
+                {**first, "text": "Read the brief about tides twice"},  # changed
+                {"text": "Ask what a spring tide is"},  # new
+            ]},  # the second step is gone
+        ])
+        plan = plans.plan_approve(actor=builder, plan=plan)
+
+        run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, plan=plan)
+        runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert drafting == 1
+    during_run = server.requests[drafting:]
+    assert not any(planner(r) for r in during_run)  # the planner is not called again
+    research_requests = [r for r in during_run if "Do the Research work" in r.last_user_text()]
+    report_requests = [r for r in during_run if "Do the Report work" in r.last_user_text()]
+    assert plan_in_prompt(research_requests[0]) == [
+        "Note the moon's phases", "Read the brief about tides twice", "Ask what a spring tide is",
+    ]
+    assert "Read about spring tides" not in str(research_requests[0].messages)
+    assert plan_in_prompt(report_requests[0]) == drafted[2]
 
 
 def test_a_resumed_run_does_not_announce_its_plan_twice(builder, monkeypatch):
