@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, close_old_connections, transaction
+from django.db import OperationalError, close_old_connections, connections, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django_tasks_db.backend import DatabaseBackend
@@ -169,8 +169,11 @@ class Heartbeat:
             close_old_connections()
 
     def _beat_until(self, stopped: threading.Event) -> None:
-        while not stopped.wait(HEARTBEAT_SECONDS):
-            self._beat_quietly()
+        try:
+            while not stopped.wait(HEARTBEAT_SECONDS):
+                self._beat_quietly()
+        finally:
+            connections.close_all()  # this thread's, kept between beats (CONN_MAX_AGE)
 
     def stop(self) -> None:
         with self._lock:
@@ -204,7 +207,10 @@ class HeartbeatWorker(Worker):
             self.work()
         finally:
             self.bell.leave()
-            heartbeat.stop()
+            try:
+                heartbeat.stop()
+            finally:
+                connections.close_all()  # the thread ends: its kept connection with it
 
     def claim(self) -> tuple[DBTaskResult | None, bool]:
         """Peek at the queue without a lock, then claim as django-tasks-db does: lock the next

@@ -8,20 +8,25 @@ time in the queue. Here a writer first takes a lock of this process, which the l
 on the moment it commits or rolls back. Writers in other processes on the same file (a db_worker
 beside serve) still meet SQLite's own busy timeout, as before.
 
-Writes are transactions (``BEGIN IMMEDIATE``, Django's ``atomic``) and single INSERT, UPDATE,
-DELETE or REPLACE statements in autocommit. The lock waits as long as SQLite would
-(``OPTIONS["timeout"]``), then fails the same way: "database is locked".
+A connection takes the lock at ``BEGIN`` (Django's ``atomic``) and before a statement that writes
+(INSERT, UPDATE, DELETE, REPLACE, a WITH that does one of those, CREATE, ALTER, DROP), and keeps
+it while SQLite has a transaction open: until the commit or rollback, or for that one statement
+in autocommit. The lock waits as long as SQLite would (``OPTIONS["timeout"]``), then fails the
+same way: "database is locked". ``executescript`` bypasses it (and meets SQLite's busy timeout).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
 from django.db.backends.sqlite3 import base
 from django.db.utils import OperationalError
 
-_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLAC")  # REPLACE, cut to the length compared
+_WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "ALTER", "DROP"})
+_FIRST_WORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(\w+)", re.DOTALL)
+_WRITE_IN_WITH = re.compile(r"\b(?:INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
@@ -33,7 +38,10 @@ def writer_lock(name: str) -> threading.Lock:
 
 
 def _is_write(query: str) -> bool:
-    return query.lstrip()[:6].upper() in _WRITES
+    """Whether ``query`` may write: by its first word after blanks and comments."""
+    found = _FIRST_WORD.match(query)
+    word = found.group(1).upper() if found else ""
+    return word in _WRITES or (word == "WITH" and _WRITE_IN_WITH.search(query) is not None)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -67,6 +75,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self.release_writer()
             raise
 
+    def _set_autocommit(self, autocommit: bool) -> None:
+        super()._set_autocommit(autocommit)
+        # Turning autocommit back on commits what SQLite had open (sqlite3 does it implicitly).
+        if self.connection is not None and not self.connection.in_transaction:
+            self.release_writer()
+
     def _commit(self) -> None:
         try:
             super()._commit()
@@ -87,7 +101,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
 
 class CursorWrapper(base.SQLiteCursorWrapper):
-    """Takes the writer lock around a write made outside a transaction."""
+    """Takes the writer lock before a write made outside ``atomic``; keeps it if SQLite then has a
+    transaction open (autocommit turned off: SQLite began one itself), else hands it on."""
 
     owner: DatabaseWrapper
 
@@ -97,7 +112,7 @@ class CursorWrapper(base.SQLiteCursorWrapper):
         try:
             return super().execute(query, params)
         finally:
-            self.owner.release_writer()
+            self._hand_on_unless_in_transaction()
 
     def executemany(self, query: str, param_list: Any) -> Any:
         if not _is_write(query) or not self.owner.take_writer():
@@ -105,4 +120,8 @@ class CursorWrapper(base.SQLiteCursorWrapper):
         try:
             return super().executemany(query, param_list)
         finally:
+            self._hand_on_unless_in_transaction()
+
+    def _hand_on_unless_in_transaction(self) -> None:
+        if not self.connection.in_transaction:
             self.owner.release_writer()

@@ -91,6 +91,52 @@ def test_the_lock_is_held_for_the_whole_transaction_and_released_on_commit_or_ro
     assert set(WorkerBeat.objects.values_list("worker_id", flat=True)) == {"committed", "nested"}
 
 
+def test_a_transaction_sqlite_began_itself_keeps_the_lock_until_it_ends() -> None:
+    """Autocommit off without ``atomic``: SQLite begins a transaction before the first write. The
+    lock stays taken until it ends, or another writer could take the lock and then wait on
+    SQLite for this transaction, which would wait on the lock for its next write."""
+
+    def write_in_a_transaction() -> None:
+        with transaction.atomic():
+            beat("other")
+
+    transaction.set_autocommit(False)
+    try:
+        beat("first")
+        assert lock().locked()
+        with other_thread() as submit:
+            other = submit(write_in_a_transaction)
+            with pytest.raises(TimeoutError):
+                other.result(timeout=0.3)  # waits for this transaction, on the lock
+            beat("second")  # not stuck behind the other writer
+            transaction.commit()
+            other.result(timeout=10)
+        beat("third")
+        assert lock().locked()
+    finally:
+        transaction.set_autocommit(True)  # commits "third" (sqlite3 does) and hands the lock on
+    assert not lock().locked()
+    assert set(WorkerBeat.objects.values_list("worker_id", flat=True)) == {"first", "second", "other", "third"}
+
+
+@pytest.mark.parametrize(
+    ("query", "writes"),
+    [
+        ("  /* a note */ -- another\n insert into t values (1)", True),
+        ("WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", True),
+        ("REPLACE INTO t VALUES (1)", True),
+        ("CREATE TABLE t (x)", True),
+        ("WITH x AS (SELECT 1) SELECT * FROM x", False),
+        ("SELECT 'insert' FROM t", False),
+        ("-- a note\nSELECT 1", False),
+    ],
+)
+def test_writes_are_told_apart_from_reads_past_comments_and_with(query: str, writes: bool) -> None:
+    from planner_site.sqlite.base import _is_write
+
+    assert _is_write(query) is writes
+
+
 def test_a_writer_that_waits_longer_than_the_timeout_is_told_the_database_is_locked() -> None:
     def write_with_short_timeout() -> None:
         connections["default"].settings_dict["OPTIONS"] = {
