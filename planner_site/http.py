@@ -69,6 +69,14 @@ class RequestThreads:
     def idle(self) -> int:
         return len(self._idle)
 
+    def close(self) -> None:
+        """End the idle threads, each closing its database connections first."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for executor in idle:
+            executor.submit(connections.close_all)
+            executor.shutdown(wait=True)
+
 
 class OneHopASGIHandler(ASGIHandler):
     def __init__(self, *, threads: RequestThreads | None = None) -> None:

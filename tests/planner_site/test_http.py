@@ -82,9 +82,9 @@ async def check_requests_reuse_connections(builder: Any) -> None:
     def count(sender: Any, connection: Any, **_: Any) -> None:
         opened.append(threading.current_thread().name)
 
+    handler = OneHopASGIHandler(threads=RequestThreads(keep=2))
     connection_created.connect(count)
     try:
-        handler = OneHopASGIHandler(threads=RequestThreads(keep=2))
         for _ in range(12):
             communicator = HttpCommunicator(handler, "GET", "/api/crews", headers=headers)
             response = await communicator.get_response(timeout=10)
@@ -96,6 +96,9 @@ async def check_requests_reuse_connections(builder: Any) -> None:
                 await asyncio.sleep(0.01)
     finally:
         connection_created.disconnect(count)
+        # Kept connections closed before the test database goes (PostgreSQL refuses to drop it).
+        await sync_to_async(handler.threads.close, thread_sensitive=False)()
+        await sync_to_async(connections.close_all)()  # the thread token_create ran in
     # One request after another borrow the same kept thread, which keeps its connection.
     # Django's own handler starts a thread, and so opens a connection, for each of the 12.
     assert len(opened) == 1
