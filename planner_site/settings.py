@@ -121,7 +121,10 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # redis-py 8 times idle sockets out after 5 s, the same as channels-redis's
             # BZPOPMIN; a longer socket timeout keeps idle consumers alive.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+            # capacity: a process's inbox holds 1,000 messages (channels_redis: 100), not dropping
+            # events while a busy web process catches up on a burst (a dropped last event
+            # would never reach its sockets; earlier ones are filled in from the database).
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1000},
         }
     }
 else:

@@ -107,3 +107,21 @@ def test_channel_layer_round_trip_between_two_processes() -> None:
         return [got["text"], answer, json.dumps(proc.returncode)]
 
     assert asyncio.run(scenario()) == ["hello from the worker", "hello from the web", "0"]
+
+
+def test_a_burst_of_events_waits_in_the_inbox_of_a_busy_web_process() -> None:
+    """A run's events sent while the web process is not reading yet are all kept (up to the
+    layer's capacity, 1,000): a dropped final event would never reach the run's sockets."""
+
+    async def scenario() -> list[int]:
+        layer = get_channel_layer()
+        group = f"scaleout-burst-{uuid.uuid4().hex}"
+        me = await layer.new_channel()
+        await layer.group_add(group, me)
+        for seq in range(1, 301):  # three times channels_redis's default capacity
+            await layer.group_send(group, {"type": "run.event", "seq": seq})
+        got = [(await asyncio.wait_for(layer.receive(me), timeout=10))["seq"] for _ in range(300)]
+        await layer.group_discard(group, me)
+        return got
+
+    assert asyncio.run(scenario()) == list(range(1, 301))
