@@ -129,7 +129,8 @@ if REDIS_URL:
     }
 else:
     # One process: channels' in-memory layer without its per-message sweeps (planner_site/layers.py).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "planner_site.layers.LocalChannelLayer"}}
+    # A socket's queue holds 1,000 events (channels: 100), as the Redis layer's inbox does.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "planner_site.layers.LocalChannelLayer", "CONFIG": {"capacity": 1000}}}
 
 # The cache holds who follows a run's streamed deltas (crews.realtime.follow_deltas): with Redis a
 # worker in another process sees it too.

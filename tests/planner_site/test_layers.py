@@ -154,3 +154,15 @@ async def test_the_sweep_drops_idle_empty_queues_but_not_one_a_receiver_waits_on
     assert idle not in layer.channels and waiting in layer.channels
     await layer.send(waiting, {"type": "x", "n": 1})
     assert (await receiver)["n"] == 1
+
+
+async def test_the_configured_layer_keeps_a_burst_of_events_for_a_socket_that_reads_late():
+    from channels.layers import channel_layers
+
+    layer = channel_layers.make_backend("default")  # as settings configure it
+    assert isinstance(layer, LocalChannelLayer)
+    me = await layer.new_channel()
+    await layer.group_add("run.burst", me)
+    for seq in range(1, 301):  # three times channels' default capacity
+        await layer.group_send("run.burst", {"type": "run.event", "seq": seq})
+    assert [(await layer.receive(me))["seq"] for _ in range(300)] == list(range(1, 301))
