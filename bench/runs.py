@@ -590,7 +590,8 @@ def cpu_seconds(pid: int) -> float:
 
 def machine_busy_seconds() -> float:
     """CPU time every CPU of the machine has spent busy so far (all but idle and iowait)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest and guest_nice are in user and nice)
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
     return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
 
 

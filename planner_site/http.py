@@ -43,11 +43,13 @@ class RequestThreads:
     def __init__(self, keep: int = KEPT_THREADS) -> None:
         self.keep = keep
         self._idle: list[ThreadPoolExecutor] = []
+        self._lent = 0  # borrowed and not back yet
         self._lock = threading.Lock()  # one event loop uses it, but tests may run several
         self._numbers = itertools.count(1)
 
     def borrow(self) -> ThreadPoolExecutor:
         with self._lock:
+            self._lent += 1
             if self._idle:
                 return self._idle.pop()
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"request-{next(self._numbers)}")
@@ -59,6 +61,7 @@ class RequestThreads:
     def _returned(self, executor: ThreadPoolExecutor) -> None:
         """In the executor's own thread, idle now: keep it, or close its connections and end."""
         with self._lock:
+            self._lent -= 1
             if len(self._idle) < self.keep:
                 self._idle.append(executor)
                 return
@@ -68,6 +71,11 @@ class RequestThreads:
     @property
     def idle(self) -> int:
         return len(self._idle)
+
+    @property
+    def lent(self) -> int:
+        """Executors borrowed and not back yet (a request running, or its thread still busy)."""
+        return self._lent
 
     def close(self) -> None:
         """End the idle threads, each closing its database connections first."""

@@ -10,9 +10,11 @@ beside serve) still meet SQLite's own busy timeout, as before.
 
 A connection takes the lock at ``BEGIN`` (Django's ``atomic``) and before a statement that writes
 (INSERT, UPDATE, DELETE, REPLACE, a WITH that does one of those, CREATE, ALTER, DROP), and keeps
-it while SQLite has a transaction open: until the commit or rollback, or for that one statement
-in autocommit. The lock waits as long as SQLite would (``OPTIONS["timeout"]``), then fails the
-same way: "database is locked". ``executescript`` bypasses it (and meets SQLite's busy timeout).
+it while SQLite has a transaction open: until it ends (a commit, a rollback, closing the
+connection, a raw COMMIT), or for that one statement in autocommit. A failed COMMIT (a deferred
+foreign key) leaves SQLite's transaction open, and the lock with it, until the rollback. The lock
+waits as long as SQLite would (``OPTIONS["timeout"]``), then fails the same way: "database is
+locked"; a writer in another process on the same file is still met by SQLite's busy timeout.
 """
 
 from __future__ import annotations
@@ -85,12 +87,16 @@ class DatabaseWrapper(base.DatabaseWrapper):
         try:
             super()._commit()
         finally:
-            self.release_writer()
+            self.release_unless_in_transaction()  # a failed COMMIT leaves it open
 
     def _rollback(self) -> None:
         try:
             super()._rollback()
         finally:
+            self.release_unless_in_transaction()
+
+    def release_unless_in_transaction(self) -> None:
+        if self._held is not None and (self.connection is None or not self.connection.in_transaction):
             self.release_writer()
 
     def _close(self) -> None:
@@ -101,27 +107,31 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
 
 class CursorWrapper(base.SQLiteCursorWrapper):
-    """Takes the writer lock before a write made outside ``atomic``; keeps it if SQLite then has a
-    transaction open (autocommit turned off: SQLite began one itself), else hands it on."""
+    """Takes the writer lock before a write made outside ``atomic``; after any statement, hands
+    it on once SQLite has no transaction open (a write in autocommit, or a raw COMMIT), and keeps
+    it while one is (autocommit turned off: SQLite began one itself)."""
 
     owner: DatabaseWrapper
 
     def execute(self, query: str, params: Any = None) -> Any:
-        if not _is_write(query) or not self.owner.take_writer():
-            return super().execute(query, params)
+        if _is_write(query):
+            self.owner.take_writer()
         try:
             return super().execute(query, params)
         finally:
-            self._hand_on_unless_in_transaction()
+            self.owner.release_unless_in_transaction()
 
     def executemany(self, query: str, param_list: Any) -> Any:
-        if not _is_write(query) or not self.owner.take_writer():
-            return super().executemany(query, param_list)
+        if _is_write(query):
+            self.owner.take_writer()
         try:
             return super().executemany(query, param_list)
         finally:
-            self._hand_on_unless_in_transaction()
+            self.owner.release_unless_in_transaction()
 
-    def _hand_on_unless_in_transaction(self) -> None:
-        if not self.connection.in_transaction:
-            self.owner.release_writer()
+    def executescript(self, sql_script: str) -> Any:
+        self.owner.take_writer()  # a script may write anything; sqlite3 commits before it runs
+        try:
+            return super().executescript(sql_script)
+        finally:
+            self.owner.release_unless_in_transaction()

@@ -40,6 +40,21 @@ async def _get(
     return response, CountingSyncToAsync.calls
 
 
+async def until_back(handler: OneHopASGIHandler) -> None:
+    """Until every thread the handler lent is back (its request over and the thread idle)."""
+    for _ in range(500):
+        if not handler.threads.lent:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("a request thread did not come back within 5 s")
+
+
+async def close_threads(handler: OneHopASGIHandler) -> None:
+    """End the handler's kept threads and their connections, once its requests are over."""
+    await until_back(handler)
+    await sync_to_async(handler.threads.close, thread_sensitive=False)()
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_one_request_hops_to_its_thread_a_few_times_not_once_per_middleware(
     builder: Any, monkeypatch: pytest.MonkeyPatch
@@ -50,7 +65,11 @@ async def test_one_request_hops_to_its_thread_a_few_times_not_once_per_middlewar
     for module in (django_asgi, deprecation, http):
         monkeypatch.setattr(module, "sync_to_async", CountingSyncToAsync)
 
-    response, one_hop = await _get(OneHopASGIHandler(), "/api/crews", headers)
+    handler = OneHopASGIHandler()
+    try:
+        response, one_hop = await _get(handler, "/api/crews", headers)
+    finally:
+        await close_threads(handler)
     assert response["status"] == 200
     assert json.loads(response["body"])["count"] == 0
     stock_response, stock = await _get(ASGIHandler(), "/api/crews", headers)
@@ -61,10 +80,13 @@ async def test_one_request_hops_to_its_thread_a_few_times_not_once_per_middlewar
 @pytest.mark.django_db(transaction=True)
 async def test_errors_and_sign_in_still_go_through_the_chain() -> None:
     handler = OneHopASGIHandler()
-    page, _hops = await _get(handler, "/crews/", [(b"host", b"127.0.0.1")])
+    try:
+        page, _hops = await _get(handler, "/crews/", [(b"host", b"127.0.0.1")])
+        api, _hops = await _get(handler, "/api/crews", [(b"host", b"127.0.0.1")])
+    finally:
+        await close_threads(handler)
     assert page["status"] == 302  # the sign-in middleware redirects
     assert dict(page["headers"])[b"Location"].startswith(b"/login/")
-    api, _hops = await _get(handler, "/api/crews", [(b"host", b"127.0.0.1")])
     assert api["status"] == 401
     assert b"X-Frame-Options" in dict(api["headers"])  # response middleware ran
 
@@ -90,14 +112,11 @@ async def check_requests_reuse_connections(builder: Any) -> None:
             response = await communicator.get_response(timeout=10)
             assert response["status"] == 200
             await communicator.wait(timeout=10)  # the request is over: its thread goes back
-            for _ in range(200):
-                if handler.threads.idle:
-                    break
-                await asyncio.sleep(0.01)
+            await until_back(handler)
     finally:
         connection_created.disconnect(count)
         # Kept connections closed before the test database goes (PostgreSQL refuses to drop it).
-        await sync_to_async(handler.threads.close, thread_sensitive=False)()
+        await close_threads(handler)
         await sync_to_async(connections.close_all)()  # the thread token_create ran in
     # One request after another borrow the same kept thread, which keeps its connection.
     # Django's own handler starts a thread, and so opens a connection, for each of the 12.
@@ -116,12 +135,14 @@ def test_threads_beyond_those_kept_close_their_connections_and_end() -> None:
         return wrapper
 
     wrappers = [executor.submit(touch).result(timeout=10) for executor in lent]
-    for executor in lent:  # one after another, so the first two are the ones kept
+    for executor in lent[:2]:  # back first, so these are the two kept
         threads.give_back(executor)
-        if threads.idle < 2:
-            executor.submit(lambda: None).result(timeout=10)  # after the give-back, in its thread
-        else:
-            executor.shutdown(wait=True)  # waits for the give-back, which ends the thread
+        executor.submit(lambda: None).result(timeout=10)  # after the give-back, in its thread
+    assert threads.idle == 2 and threads.lent == 3
+    for executor in lent[2:]:
+        threads.give_back(executor)
+        executor.shutdown(wait=True)  # waits for the give-back, which ends the thread
+    assert threads.lent == 0
     assert threads.idle == 2
     assert [w.connection is not None for w in wrappers] == [True, True, False, False, False]
     for executor in lent[:2]:  # the kept ones still run work, with their connection

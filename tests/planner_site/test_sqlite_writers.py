@@ -119,6 +119,52 @@ def test_a_transaction_sqlite_began_itself_keeps_the_lock_until_it_ends() -> Non
     assert set(WorkerBeat.objects.values_list("worker_id", flat=True)) == {"first", "second", "other", "third"}
 
 
+def test_a_commit_that_fails_keeps_the_lock_until_the_rollback() -> None:
+    """SQLite keeps a transaction open when its COMMIT fails on a deferred foreign key."""
+    from django.db import IntegrityError
+
+    from planner_site.models import AuditEvent
+
+    transaction.set_autocommit(False)
+    try:
+        AuditEvent.objects.create(actor_id=987654, action="x", target_type="t", target_id="1", data={})
+        with pytest.raises(IntegrityError):
+            transaction.commit()
+        assert connection.connection.in_transaction
+        assert lock().locked()  # another writer would wait on SQLite, then on this one
+        transaction.rollback()
+        assert not lock().locked()
+    finally:
+        transaction.set_autocommit(True)
+    assert not AuditEvent.objects.filter(actor_id=987654).exists()
+
+
+def test_a_transaction_ended_by_a_raw_commit_hands_the_lock_on() -> None:
+    transaction.set_autocommit(False)
+    try:
+        beat("raw")
+        assert lock().locked()
+        with connection.cursor() as cursor:
+            cursor.execute("COMMIT")
+        assert not lock().locked()
+    finally:
+        transaction.set_autocommit(True)
+    assert WorkerBeat.objects.filter(worker_id="raw").exists()
+
+
+def test_a_script_takes_the_lock_and_hands_it_on() -> None:
+    with other_thread() as submit:
+        with lock():
+            pending = submit(lambda: connections["default"].cursor().executescript(
+                "INSERT INTO planner_site_workerbeat (worker_id, seen_at) VALUES ('script', '2026-01-01');"
+            ))
+            with pytest.raises(TimeoutError):
+                pending.result(timeout=0.3)
+        pending.result(timeout=10)
+    assert WorkerBeat.objects.filter(worker_id="script").exists()
+    assert not lock().locked()
+
+
 @pytest.mark.parametrize(
     ("query", "writes"),
     [
