@@ -20,7 +20,8 @@ bench/README.md ("Runs") says what the figures mean and keeps the last ones meas
 (c) 20 runs at once: a 2-task crew (planning off) on an LLM whose every reply takes 200 ms, so one
     run is 2 calls, ideally 0.4 s plus overhead. Kicked off together through
     ``POST /api/crews/{id}/kickoff``; the wall time until the last ``run.succeeded`` reached its
-    websocket, against the baseline: one such run alone, measured the same way in the same bench.
+    websocket, against the baseline: one such run alone, measured the same way in the same bench,
+    after an untimed round of as many runs at once (threads' first connections, compiled queries).
     It also prints the whole machine's busy CPU per run (/proc/stat: ours, the bench's, the rest)
     against what the target leaves: CPUs × 1.3 × the ideal ÷ runs.
     With ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` set, (c) is measured a second time in the
@@ -628,9 +629,13 @@ def bench_server(
                 found = re.search(r"with (\d+) workers", "".join(server.lines))
                 figures.workers = found.group(1) if found else "?"
                 crews = asyncio.run(api_setup(api, slow.base_url, gated.base_url, latency_tasks))
-                # Warm-up: litellm's import and the first connections, outside every figure.
+                # Warm-up: litellm's import and the first connections, outside every figure; for
+                # (c) also one round of as many runs at once, so that each worker and request
+                # thread has made its connection and compiled its statements before the timing.
                 asyncio.run(runs_at_once(api, crews["slow"], 1))
                 asyncio.run(runs_at_once(api, crews["latency"], 1))
+                if "c" in parts:
+                    asyncio.run(runs_at_once(api, crews["slow"], runs))
                 for n in clients if "b" in parts else []:
                     samples: list[float] = []
                     events = 0
@@ -742,8 +747,10 @@ def bench_scaleout(*, runs: int, rounds: int, processes: int, threads: int) -> S
                 pids = [server.process.pid, *(w.pid for w in workers)]
                 api = Api(server.base, token)
                 crews = asyncio.run(api_setup(api, slow.base_url, unused.base_url, 1))
-                for _ in range(2):  # warm-up: litellm's import in each worker, connections
-                    asyncio.run(runs_at_once(api, crews["slow"], processes * 2))
+                # Warm-up: litellm's import in each worker, then every thread's first connection
+                # and compiled statements (a round of as many runs at once), outside every figure.
+                for count in (processes * 2, runs):
+                    asyncio.run(runs_at_once(api, crews["slow"], count))
                 concurrency_rounds(api, crews["slow"], runs, rounds, pids, figures)
         except Exception:
             print("".join(server.lines[-40:]), file=sys.stderr)
