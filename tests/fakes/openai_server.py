@@ -217,6 +217,12 @@ class Reply:
 ReplySource = Reply | Callable[[RecordedRequest], Reply]
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: twenty clients connecting at once overflow it,
+    # and the dropped connection attempts are retried by the kernel a second later.
+    request_queue_size = 128
+
+
 class FakeLLMServer:
     """The server: ``add`` replies, point a client at ``base_url``, read ``requests``.
 
@@ -239,7 +245,7 @@ class FakeLLMServer:
 
     def start(self) -> FakeLLMServer:
         handler = _make_handler(self)
-        httpd = ThreadingHTTPServer((self._host, self._port), handler)
+        httpd = _Server((self._host, self._port), handler)
         httpd.daemon_threads = True
         # A handler held back by ``delay`` must not keep close() waiting.
         httpd.block_on_close = False
