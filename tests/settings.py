@@ -10,7 +10,7 @@ from planner_site.settings import *  # noqa: E402,F403
 from planner_site.settings import DATABASES, VAR_DIR  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-if DATABASES["default"]["ENGINE"] == "planner_site.sqlite":
+if "sqlite" in DATABASES["default"]["ENGINE"]:
     # ChannelsLiveServerTestCase refuses an in-memory database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": ["default"]}}

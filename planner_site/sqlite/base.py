@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db.backends.sqlite3 import base
@@ -54,15 +56,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
         cursor.owner = self
         return cursor
 
-    def take_writer(self) -> bool:
-        """Take the writer lock unless this connection holds it; whether it was taken now."""
+    def take_writer(self) -> None:
+        """Take the writer lock, unless this connection holds it already."""
         if self._held is not None:
-            return False
+            return
         lock = writer_lock(str(self.settings_dict["NAME"]))
         if not lock.acquire(timeout=float(self.settings_dict["OPTIONS"].get("timeout", 5))):
             raise OperationalError("database is locked")
         self._held = lock
-        return True
 
     def release_writer(self) -> None:
         lock, self._held = self._held, None
@@ -80,8 +81,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _set_autocommit(self, autocommit: bool) -> None:
         super()._set_autocommit(autocommit)
         # Turning autocommit back on commits what SQLite had open (sqlite3 does it implicitly).
-        if self.connection is not None and not self.connection.in_transaction:
-            self.release_writer()
+        self.release_unless_in_transaction()
 
     def _commit(self) -> None:
         try:
@@ -114,24 +114,23 @@ class CursorWrapper(base.SQLiteCursorWrapper):
     owner: DatabaseWrapper
 
     def execute(self, query: str, params: Any = None) -> Any:
-        if _is_write(query):
-            self.owner.take_writer()
-        try:
+        with self._writer_if(_is_write(query)):
             return super().execute(query, params)
-        finally:
-            self.owner.release_unless_in_transaction()
 
     def executemany(self, query: str, param_list: Any) -> Any:
-        if _is_write(query):
-            self.owner.take_writer()
-        try:
+        with self._writer_if(_is_write(query)):
             return super().executemany(query, param_list)
-        finally:
-            self.owner.release_unless_in_transaction()
 
     def executescript(self, sql_script: str) -> Any:
-        self.owner.take_writer()  # a script may write anything; sqlite3 commits before it runs
-        try:
+        # A script may write anything; sqlite3 commits what was open before it runs it.
+        with self._writer_if(True):
             return super().executescript(sql_script)
+
+    @contextmanager
+    def _writer_if(self, writes: bool) -> Iterator[None]:
+        if writes:
+            self.owner.take_writer()
+        try:
+            yield
         finally:
             self.owner.release_unless_in_transaction()
