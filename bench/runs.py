@@ -581,12 +581,28 @@ class ServerFigures:
     # bench's own process (its clients and the fake LLM).
     machine_many: list[float] = field(default_factory=list)
     bench_many: list[float] = field(default_factory=list)
+    # What no run can do without, CPU ms each (``measure_floor``): litellm per call, the server
+    # per bare API request and per websocket that replays a finished run.
+    floor: dict[str, float] = field(default_factory=dict)
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def reference_loop_ms() -> float:
+    """CPU ms of a fixed pure-Python loop, best of 5: how fast this machine runs Python, so that
+    figures taken on different machines can be compared."""
+    best = float("inf")
+    for _ in range(5):
+        began = time.process_time()
+        kept: dict[int, str] = {}
+        for i in range(200_000):
+            kept[i % 1000] = str(i)
+        best = min(best, time.process_time() - began)
+    return best * 1000
 
 
 def machine_busy_seconds() -> float:
@@ -646,6 +662,7 @@ def bench_server(
                     figures.latency[n] = (samples, events)
                 if "c" in parts:
                     concurrency_rounds(api, crews["slow"], runs, rounds, [pid], figures)
+                    figures.floor = measure_floor(api, pid, slow.base_url, crews["slow"], runs)
             finally:
                 gate.open()
                 server.stop()
@@ -682,6 +699,84 @@ def concurrency_rounds(
             failed = [r for o, r in zip(outcomes, ids, strict=True) if o != "run.succeeded"]
             if failed and not figures.first_error:
                 figures.first_error = asyncio.run(run_error(api, failed[0]))
+
+
+# (c)'s floor ---------------------------------------------------------------------------------------
+
+FLOOR_ROUNDS = 8
+
+
+def litellm_floor(base_url: str, count: int) -> None:
+    """``--litellm-floor URL``: CPU ms per ``litellm.acompletion`` call, with the arguments
+    ``LiteLLMGateway`` gives it for the bench's runs (not streamed), ``count`` calls at once
+    against the fake LLM at ``base_url``, alone in this process: printed as JSON. The fake LLM
+    is in the parent, so its threads are not in the figure."""
+    import litellm
+    from pydantic import SecretStr
+
+    from agents.engine.gateway import LiteLLMGateway
+    from agents.engine.llm import LLMRequest
+    from agents.engine.specs import LLMSpec
+
+    llm = LLMSpec(
+        key="floor", model="openai/bench", api_base=base_url, api_key=SecretStr("sk-bench")
+    )
+    messages = [
+        {"role": "system", "content": "You are Analyst. A careful analyst. Answer briefly."},
+        {"role": "user", "content": "Check figure 1 and say it is fine. Expected output: One line"},
+    ]
+    request = LLMRequest(llm=llm, messages=messages, purpose="react")
+    kwargs = LiteLLMGateway()._kwargs(request, "sk-bench")
+
+    async def rounds(n: int) -> None:
+        for _ in range(n):
+            await asyncio.gather(*(litellm.acompletion(**kwargs) for _ in range(count)))
+
+    async def main() -> float:
+        await rounds(3)  # litellm's first calls (imports, price lookups, connections)
+        began = time.process_time()
+        await rounds(FLOOR_ROUNDS)
+        return (time.process_time() - began) / (FLOOR_ROUNDS * count)
+
+    print(json.dumps({"litellm_call": asyncio.run(main()) * 1000}))
+
+
+def measure_floor(api: Api, pid: int, llm_base: str, crew_id: int, count: int) -> dict[str, float]:
+    """CPU ms of the parts a run cannot do without, each ``count`` at once as in (c): one
+    litellm call (in a process of its own), and on the server one API request refused before
+    any database work (401), and one websocket that replays a finished run and closes."""
+    import httpx
+
+    done = subprocess.run(
+        [PYTHON, __file__, "--litellm-floor", llm_base, "--runs-at-once", str(count)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )  # fmt: skip
+    floor = json.loads(done.stdout.strip().splitlines()[-1])
+
+    async def requests() -> float:
+        async with httpx.AsyncClient(
+            base_url=api.base, limits=httpx.Limits(max_connections=count + 5)
+        ) as client:
+            for rounds in (2, FLOOR_ROUNDS):
+                began = cpu_seconds(pid)
+                for _ in range(rounds):
+                    answers = await asyncio.gather(*(client.get("/api/runs") for _ in range(count)))
+                    if {a.status_code for a in answers} != {401}:
+                        raise RuntimeError(f"expected 401s, got {[a.status_code for a in answers]}")
+            return (cpu_seconds(pid) - began) / (FLOOR_ROUNDS * count)
+
+    async def sockets(run_id: int) -> float:
+        for rounds in (1, FLOOR_ROUNDS):
+            began = cpu_seconds(pid)
+            for _ in range(rounds):
+                await asyncio.gather(*(follow(api, run_id) for _ in range(count)))
+        return (cpu_seconds(pid) - began) / (FLOOR_ROUNDS * count)
+
+    floor["request"] = asyncio.run(requests()) * 1000
+    _seconds, _outcomes, ids = asyncio.run(runs_at_once(api, crew_id, 1))
+    floor["socket"] = asyncio.run(sockets(ids[0])) * 1000
+    return floor
 
 
 @contextmanager
@@ -834,9 +929,52 @@ def concurrency_report(figures: ServerFigures, runs: int) -> None:
             f"{CONCURRENT_TARGET} × the ideal, {cores} CPUs give at most {budget:.0f} ms per run, "
             f"and one process on one GIL {budget / cores:.0f} ms."
         )
+    if figures.floor:
+        floor_report(figures.floor, ideal, runs)
     print(
         f"\nMedians of {len(figures.single)} rounds. LLM time alone: {2 * LLM_DELAY:.2f} s per run. "
         f"Queue wait = started_at - created_at of each run."
+    )
+
+
+def floor_report(floor: dict[str, float], ideal: float, runs: int) -> None:
+    """The parts no run can do without, against what one process (one GIL) may spend per run."""
+    budget = CONCURRENT_TARGET * ideal / runs * 1000
+    llm, request, socket_ = floor["litellm_call"], floor["request"], floor["socket"]
+    stack = 2 * llm + request
+    total = stack + socket_
+    rows = [
+        ["a litellm.acompletion call (not streamed), in a process of its own",
+         f"{llm:.1f}", f"{2 * llm:.1f} (2 calls)"],
+        ["an API request refused before any database work (401): Daphne, Django's middleware, "
+         "django-ninja", f"{request:.1f}", f"{request:.1f} (the kickoff)"],
+        ["the stack alone: no work of ours", "", f"{stack:.1f}"],
+        ["a websocket: connect, check, replay a finished run's events, close (ours included)",
+         f"{socket_:.1f}", f"{socket_:.1f} (its follower)"],
+        ["floor per run", "", f"{total:.1f}"],
+        [f"budget of one process (one GIL): {CONCURRENT_TARGET} × the ideal ÷ {runs}", "",
+         f"{budget:.1f}"],
+    ]  # fmt: skip
+    print(f"\n{table(rows, [f'(c) floor, CPU ms, {runs} at once', 'each', 'per run'])}")
+    left = budget - stack
+    if socket_ > left:
+        verdict = (
+            f"litellm and a bare request take {stack / budget:.2f} × that budget. The "
+            f"{max(left, 0.0):.1f} ms left per run must pay for all our own work (the kickoff's "
+            "reads and writes, the claim, the events stored and broadcast, the finish) and for the "
+            f"socket following the run, which alone takes {socket_:.1f} ms: one process cannot "
+            "meet (c) on this machine."
+        )
+    else:
+        verdict = (
+            f"That leaves {budget - total:.1f} ms per run for the rest of our work: the kickoff's "
+            "reads and writes, the claim, the events stored and broadcast, the finish."
+        )
+    step = llm * runs
+    print(
+        f"\n{verdict} Each {LLM_DELAY * 1000:.0f} ms LLM step of {runs} runs at once takes "
+        f"{runs} × {llm:.1f} = {step:.0f} ms of litellm's CPU on one GIL "
+        f"({step / (LLM_DELAY * 1000):.2f} × the step)."
     )
 
 
@@ -897,7 +1035,11 @@ def main() -> None:
         "and REDIS_URL are set (default 2x16; 'off' skips it)",
     )
     parser.add_argument("--child-events", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--litellm-floor", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.litellm_floor:
+        litellm_floor(args.litellm_floor, args.runs_at_once)
+        return
     events = args.events or (200 if args.quick else 1000)
     if args.child_events:
         child_events(events, args.runs_at_once)
@@ -905,6 +1047,7 @@ def main() -> None:
     parts = {p.strip() for p in args.parts.split(",")}
 
     load_before = os.getloadavg()
+    reference = reference_loop_ms()
     results = []
     if "a" in parts:
         sqlite_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
@@ -937,11 +1080,16 @@ def main() -> None:
             runs=runs, rounds=1 if args.quick else 3, processes=processes, threads=threads
         )
     load_after = os.getloadavg()
+    reference_after = reference_loop_ms()
 
     print(
         f"Runs bench — {date.today().isoformat()}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
+        f"{os.cpu_count()} CPUs; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after;"
+        f" reference loop (200,000 dict stores of str(i), best of 5) {reference:.0f} ms of CPU "
+        f"before, {reference_after:.0f} ms after"
     )
+    if max(reference, reference_after) > 1.2 * min(reference, reference_after):
+        print("!! The machine's speed changed during the bench: compare figures with care.")
     if results:
         print(f"(a) {events} events per run; event mix {', '.join(EVENT_MIX)}.\n")
         rows: list[list[str]] = []
