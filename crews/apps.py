@@ -8,3 +8,10 @@ class CrewsConfig(AppConfig):
     name = "crews"
     verbose_name = _("Crews and runs")
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from crews.runs import runs_sweep_stale
+        from planner_site.worker import on_heartbeat
+
+        # Every worker process marks runs whose worker died: at its start, then on each beat.
+        on_heartbeat(runs_sweep_stale)

@@ -41,7 +41,7 @@ from crews.engine.planner import CrewPlanError, draft_crew_plan
 from crews.engine.specs import CrewSpec
 from crews.models import Plan, Run, RunEvent, RunTask
 from planner_site.prepared import STAND_IN_ID, Prepared
-from planner_site.worker import default_worker_id, on_worker_stop
+from planner_site.worker import default_worker_id, on_worker_stop, worker_stopping
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,8 @@ def execute(run_id: int, worker_id: str | None = None) -> None:
     with _active_lock:
         _active[run_id] = token
     remove_hook = on_worker_stop(lambda: token.cancel(SHUTDOWN))
+    if worker_stopping():  # the process was asked to stop while this worker claimed the run
+        token.cancel(SHUTDOWN)
     try:
         async_to_sync(_execute)(run_id, token)
     finally:

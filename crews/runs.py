@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,8 @@ from planner_site.audit import audit
 from planner_site.errors import Conflict, NotFound, TooMany
 from planner_site.prepared import STAND_IN_ID, STAND_IN_TIME, Prepared
 from planner_site.rows import insert_new
+
+logger = logging.getLogger(__name__)
 
 S = Run.Status
 FINISHED = {S.SUCCEEDED, S.FAILED, S.CANCELLED}
@@ -405,6 +408,16 @@ def run_mark_stale_interrupted(*, stale_after: float | None = None) -> list[int]
                 RunTask.objects.filter(run=run, status=RunTask.Status.RUNNING).update(status=RunTask.Status.WAITING)
                 emit_now(run_id, "run.interrupted", {"reason": gettext_noop("the worker running it stopped")})
             marked.append(run_id)
+    return marked
+
+
+def runs_sweep_stale() -> list[int]:
+    """Worker upkeep (``planner_site.worker.on_heartbeat``): when a worker process starts and on
+    every heartbeat after, runs whose worker stopped beating are marked interrupted (or
+    cancelled, when a stop was asked), so that a killed worker never leaves a run "running"."""
+    marked = run_mark_stale_interrupted()
+    if marked:
+        logger.warning("Runs whose worker stopped beating, now interrupted or cancelled: %s", marked)
     return marked
 
 

@@ -45,6 +45,11 @@ DEFAULT_WORKERS = 32
 # can wind down (a crew run marks itself interrupted) instead of being cut off mid-write.
 _stop_hooks: list[Callable[[], None]] = []
 _stop_lock = threading.Lock()
+_stopping = threading.Event()  # set once the process was asked to stop (``run_stop_hooks``)
+
+# Called on the heartbeat's thread when a process's workers start, then on every beat: upkeep
+# that some process must do while any worker lives, such as marking runs whose worker died.
+_beat_hooks: list[Callable[[], None]] = []
 
 
 def on_worker_stop(hook: Callable[[], None]) -> Callable[[], None]:
@@ -59,8 +64,21 @@ def on_worker_stop(hook: Callable[[], None]) -> Callable[[], None]:
     return remove
 
 
+def worker_stopping() -> bool:
+    """Whether this process was asked to stop: a task claimed just before must not start."""
+    return _stopping.is_set()
+
+
+def on_heartbeat(hook: Callable[[], None]) -> None:
+    """Run ``hook`` when this process's workers start and then every ``HEARTBEAT_SECONDS``, on
+    the heartbeat's thread. A hook that fails is logged and tried again on the next beat."""
+    if hook not in _beat_hooks:
+        _beat_hooks.append(hook)
+
+
 def run_stop_hooks() -> None:
     with _stop_lock:
+        _stopping.set()
         hooks = list(_stop_hooks)
     for hook in hooks:
         try:
@@ -165,8 +183,12 @@ class Heartbeat:
             self.beat()
         except Exception:  # noqa: BLE001 - a missed beat only makes health say "none"
             logger.warning("worker heartbeat failed", exc_info=True)
-        finally:
-            close_old_connections()
+        for hook in list(_beat_hooks):
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - e.g. a locked database: the next beat tries again
+                logger.warning("worker upkeep %s failed", getattr(hook, "__name__", hook), exc_info=True)
+        close_old_connections()
 
     def _beat_until(self, stopped: threading.Event) -> None:
         try:

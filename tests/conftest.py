@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -15,6 +16,14 @@ def make_user(username: str, role: str) -> Any:
 
     user, _created = user_bootstrap(username=username, password="pw-" + username, role=role)
     return user
+
+
+@pytest.fixture(autouse=True)
+def process_not_stopping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a process nobody asked to stop (``run_stop_hooks`` says it is)."""
+    from planner_site import worker
+
+    monkeypatch.setattr(worker, "_stopping", threading.Event())
 
 
 @pytest.fixture

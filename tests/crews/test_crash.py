@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import signal
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from crews import runner, runs
 from crews.models import Run, RunEvent, RunTask
+from planner_site import worker
+from planner_site.worker import heartbeat
 from tests.crews.run_helpers import (
     TaskReplies,
     event_types,
@@ -22,7 +26,7 @@ TASKS = ["Research", "Report", "Summary"]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_killed_run_is_interrupted_then_resumes_from_its_first_unfinished_task(builder):
+def test_a_killed_run_is_interrupted_then_resumes_from_its_first_unfinished_task(builder, settings):
     with FakeLLMServer() as server:
         server.default = replies = TaskReplies(TASKS, hold=["Report"])
         crew = make_crew(builder, name="Tides", tasks=TASKS, llm=fake_llm(server))
@@ -41,7 +45,10 @@ def test_a_killed_run_is_interrupted_then_resumes_from_its_first_unfinished_task
         assert run.status == Run.Status.RUNNING  # nobody told the database
         assert [r.status for r in run.task_results.order_by("order")] == ["done", "running", "waiting"]
 
-        assert runs.run_mark_stale_interrupted(stale_after=0) == [run.pk]
+        # A worker process starting up sweeps: the run's heartbeat is older than the limit.
+        settings.PLANNER_RUN_STALE_SECONDS = 0
+        heartbeat.start()
+        heartbeat.stop()
         run.refresh_from_db()
         assert run.status == Run.Status.INTERRUPTED
         runs.run_resume(actor=builder, run=run)  # queues it (the immediate backend runs it now)
@@ -62,3 +69,49 @@ def test_a_killed_run_is_interrupted_then_resumes_from_its_first_unfinished_task
         assert RunEvent.objects.filter(run=run, type="task.started", task_id=research).count() == 1
         seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
         assert seqs == list(range(1, len(seqs) + 1))
+
+
+def _claimed(builder, crew, *, beat_seconds_ago: float) -> Run:
+    """A run a worker claimed, whose last heartbeat was ``beat_seconds_ago``."""
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    runs.run_claim(run_id=run.pk, worker_id="gone-worker")
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=beat_seconds_ago))
+    return Run.objects.get(pk=run.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_live_worker_process_sweeps_runs_whose_worker_stopped_beating(builder, settings, monkeypatch):
+    monkeypatch.setattr(worker, "HEARTBEAT_SECONDS", 0.05)
+    settings.PLANNER_RUN_STALE_SECONDS = 30
+    crew = make_crew(builder, tasks=["Research"])
+    alive = _claimed(builder, crew, beat_seconds_ago=1)
+    heartbeat.start()  # this process's workers start: the first sweep finds nothing stale
+    try:
+        assert Run.objects.get(pk=alive.pk).status == Run.Status.RUNNING
+        # Later, another worker dies: its run's heartbeat is 40 s old, one stop is being asked.
+        dead = _claimed(builder, crew, beat_seconds_ago=40)
+        stopped = _claimed(builder, crew, beat_seconds_ago=40)
+        runs.run_cancel(actor=builder, run=stopped)
+        wait_for(lambda: Run.objects.get(pk=dead.pk).status == Run.Status.INTERRUPTED
+                 and Run.objects.get(pk=stopped.pk).status == Run.Status.CANCELLED,
+                 timeout=10, what="the periodic sweep")
+    finally:
+        heartbeat.stop()
+    assert Run.objects.get(pk=alive.pk).status == Run.Status.RUNNING  # it still beats
+    assert event_types(dead)[-1] == "run.interrupted"
+    assert event_types(stopped)[-2:] == ["run.cancelling", "run.cancelled"]
+    assert runs.run_mark_stale_interrupted() == []  # each is marked once
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_upkeep_hook_is_logged_and_the_others_still_run(monkeypatch, caplog):
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(worker, "_beat_hooks", [broken, lambda: ran.append("next")])
+    heartbeat.start()
+    heartbeat.stop()
+    assert ran == ["next"]
+    assert "worker upkeep broken failed" in caplog.text

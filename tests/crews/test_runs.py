@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from decimal import Decimal
 from typing import Any
@@ -395,6 +396,7 @@ def test_a_resumed_run_does_not_announce_its_plan_twice(builder, monkeypatch):
     runner.execute(run.pk)
     assert Run.objects.get(pk=run.pk).status == Run.Status.INTERRUPTED
 
+    process_not_stopping(monkeypatch)  # the next process: nobody asked it to stop
     runs.run_resume(actor=builder, run=run)
     runner.execute(run.pk)
 
@@ -403,6 +405,29 @@ def test_a_resumed_run_does_not_announce_its_plan_twice(builder, monkeypatch):
     types = event_types(run)
     assert types.count("crew_plan.approved") == 1
     assert types.index("crew_plan.approved") < types.index("run.interrupted")
+
+
+def process_not_stopping(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner_site import worker
+
+    monkeypatch.setattr(worker, "_stopping", threading.Event())
+
+
+def test_a_run_claimed_while_its_process_is_stopping_is_interrupted_before_any_llm_call(builder, monkeypatch):
+    from planner_site.worker import run_stop_hooks
+
+    crew = make_crew(builder)
+    gateway = scripted(monkeypatch, [], default="Final Answer: done")
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    # The process was asked to stop after its worker claimed the task, before the run's own
+    # stop hook existed: no hook tells this run, so it must look for itself.
+    run_stop_hooks()
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.INTERRUPTED
+    assert gateway.requests == []  # no LLM request
+    assert event_types(run)[-1] == "run.interrupted"
 
 
 def test_a_stale_version_is_a_conflict_and_saves_nothing(builder):
