@@ -13,19 +13,19 @@ from planner_site.http import OneHopASGIHandler  # noqa: E402
 django_asgi_app = OneHopASGIHandler()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from planner_site.routing import websocket_urlpatterns  # noqa: E402
-from planner_site.ws_auth import WebsocketAuthMiddlewareStack  # noqa: E402
+from planner_site.ws_auth import CookieOriginValidator, WebsocketAuthMiddlewareStack  # noqa: E402
 
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.PLANNER_SERVE_STATIC else django_asgi_app
 
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(
+        # The origin is checked where a session cookie could be borrowed (planner_site.ws_auth).
+        "websocket": CookieOriginValidator(
             WebsocketAuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }

@@ -14,6 +14,7 @@ from typing import Any
 from channels.auth import AuthMiddleware, get_user
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
+from channels.security.websocket import AllowedHostsOriginValidator
 from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.utils.functional import SimpleLazyObject
 
@@ -69,3 +70,23 @@ class BearerTokenMiddleware(BaseMiddleware):
 def WebsocketAuthMiddlewareStack(inner: Any) -> Any:  # noqa: N802 - mirrors channels' naming
     sessions = CookieMiddleware(SessionMiddleware(LazySessionAuthMiddleware(inner)))
     return BearerTokenMiddleware(inner, sessions)
+
+
+class CookieOriginValidator:
+    """Channels' ``AllowedHostsOriginValidator``, for handshakes that carry cookies.
+
+    The origin check stops another site's page from opening a socket with the visitor's session
+    cookie. A handshake without cookies has no such ambient authority to borrow: a bearer token
+    is a header no browser page can put on a websocket, and a socket with neither is closed
+    4401 by the consumer. So API clients, which send no ``Origin`` (Python's ``websockets``,
+    Node's ``ws``), are served as API.md says instead of being refused at the handshake.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.checked = AllowedHostsOriginValidator(inner)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if any(name == b"cookie" for name, _value in scope.get("headers") or ()):
+            return await self.checked(scope, receive, send)
+        return await self.inner(scope, receive, send)

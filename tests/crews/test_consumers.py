@@ -381,6 +381,32 @@ async def test_a_foreign_origin_is_refused(finished_run, headers):
     assert not connected
 
 
+async def test_a_session_cookie_without_an_origin_is_refused(finished_run, headers):
+    headers = [h for h in headers if h[0] != b"origin"]
+    communicator = WebsocketCommunicator(application, f"/ws/api/runs/{finished_run.pk}/", headers=headers)
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+async def test_an_api_client_sending_no_origin_follows_with_its_token(finished_run, builder):
+    """Python's websockets and Node's ws send no Origin: a bearer token alone must do."""
+    _token, raw = await database_sync_to_async(token_create)(user=builder)
+    expected = await stored(finished_run)
+    communicator = await connect(
+        f"/ws/api/runs/{finished_run.pk}/",
+        [(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {raw}".encode())],
+    )
+    assert await receive_json(communicator, len(expected)) == expected
+    await communicator.disconnect()
+
+
+async def test_without_an_origin_a_bad_token_or_none_is_closed_4401(finished_run):
+    for headers in ([(b"host", b"127.0.0.1"), (b"authorization", b"Bearer cp_nope")],
+                    [(b"host", b"127.0.0.1")]):
+        communicator = await connect(f"/ws/api/runs/{finished_run.pk}/", headers)
+        await assert_closed_with(communicator, 4401)
+
+
 # HTML ----------------------------------------------------------------------------------------------
 
 
