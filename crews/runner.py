@@ -170,7 +170,9 @@ def _context(run: Run, token: CancelToken, budget: Budget, followers: DeltaFollo
              max_rpm: int | None = None) -> RunContext:
     sink = RunEventSink(run.pk)
     emit = EventEmitter(sink=sink, clock=_clock)
-    usage = Usage()
+    # What the run spent before (a resumed run): its budget holds across interruptions.
+    usage = Usage(prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
+                  cost_usd=float(run.cost_usd))
     followers.refresh()  # the first call need not wait for the watch loop's first poll
     caller = LLMCaller(
         gateway=RoutingGateway(), emit=emit, cancel=token, clock=_clock, usage=usage,

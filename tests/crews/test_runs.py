@@ -407,6 +407,35 @@ def test_a_resumed_run_does_not_announce_its_plan_twice(builder, monkeypatch):
     assert types.index("crew_plan.approved") < types.index("run.interrupted")
 
 
+def test_a_resumed_run_counts_what_it_spent_before_against_its_budget(builder, monkeypatch):
+    from planner_site.worker import run_stop_hooks
+
+    crew = make_crew(builder, tasks=["Research", "Report", "Summary"], budget_max_tokens=1000)
+    spent = LLMResponse(content="Final Answer: done", prompt_tokens=500, completion_tokens=100)
+
+    def stop_the_worker(_request: Any) -> LLMResponse:
+        run_stop_hooks()  # the process is shutting down while the Report call is out
+        return LLMResponse(content="Final Answer: cut short", prompt_tokens=500, completion_tokens=100)
+
+    scripted(monkeypatch, [spent, stop_the_worker], default=spent)
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    runner.execute(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.INTERRUPTED
+    assert run.prompt_tokens + run.completion_tokens >= 600  # Research's call at least
+
+    process_not_stopping(monkeypatch)
+    runs.run_resume(actor=builder, run=run)
+    runner.execute(run.pk)
+
+    # 600 spent before, 600 more for Report: Summary's call would pass 1,000 tokens. Counted
+    # from zero again, the resumed run would make it and succeed.
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert event_types(run)[-2:] == ["budget.exceeded", "run.failed"]
+    assert not any(t.output == "done" for t in run.task_results.filter(name="Summary"))
+
+
 def process_not_stopping(monkeypatch: pytest.MonkeyPatch) -> None:
     from planner_site import worker
 
