@@ -373,12 +373,16 @@ def run_cancel(request: HttpRequest, id: int) -> Any:
     response={200: PlanOut, **errors(404, 409, 422)},
     tags=["runs"],
     summary="Approve the plan the run drafted (optionally edited first)",
-    description="For a run awaiting_approval; it continues with the approved version.",
+    description="For a run awaiting_approval; it continues with the approved version. Send the "
+    "version you reviewed as If-Match (optional): a plan changed since is a 409 and nothing is saved.",
 )
-def run_approve_plan(request: HttpRequest, id: int, payload: RunApprovePlanIn | None = None) -> Any:
+def run_approve_plan(
+    request: HttpRequest, id: int, payload: RunApprovePlanIn | None = None, if_match: str | None = IF_MATCH
+) -> Any:
     run = selectors.run_get(user=request.user, run_id=id, for_write=True)
     edit = payload.plan.service_fields() if payload is not None and payload.plan else None
-    return runs.run_approve_plan(actor=request.user, run=run, edit=edit)
+    version = version_from_if_match(if_match)
+    return runs.run_approve_plan(actor=request.user, run=run, edit=edit, version=version)
 
 
 @router.post(

@@ -122,8 +122,20 @@ _TASK_STATUS = {
 }
 
 
+# The states in which a run's worker owns it (``crews.runs.WORKING``): its engine's events are
+# stored only then, so nothing follows the event that ended the run.
+WORKING_STATES = (
+    Run.Status.PLANNING, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL, Run.Status.AWAITING_INPUT,
+    Run.Status.CANCELLING,
+)
+
+
+class RunNotWorking(Exception):
+    """The run ended (or was taken for dead) while its worker still emitted events."""
+
+
 @functools.cache
-def _take_seq_sql(vendor: str, usage: bool, returning: bool) -> str:
+def _take_seq_sql(vendor: str, usage: bool, returning: bool, working_only: bool = False) -> str:
     """The UPDATE behind ``_take_seq`` (built once per database kind and event kind)."""
     quote = connection.ops.quote_name
     column = {f.name: quote(f.column) for f in Run._meta.concrete_fields}
@@ -132,10 +144,13 @@ def _take_seq_sql(vendor: str, usage: bool, returning: bool) -> str:
         sets += [f"{column[name]} = {column[name]} + %s" for name in ("prompt_tokens", "completion_tokens", "cost_usd")]
         sets.append(f"{column['llm_calls']} = {column['llm_calls']} + 1")
     sql = f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(sets)} WHERE {column['id']} = %s"
+    if working_only:
+        states = ", ".join(f"'{state}'" for state in WORKING_STATES)  # constants, not input
+        sql += f" AND {column['status']} IN ({states})"
     return f"{sql} RETURNING {column['last_seq']}" if returning else sql
 
 
-def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None) -> int:
+def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None, *, working_only: bool = False) -> int:
     """Add one to the run's ``last_seq`` (and an LLM call's usage to its totals); the new seq.
 
     The UPDATE takes the run row's write lock until the caller's transaction ends, so the web
@@ -145,10 +160,13 @@ def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None) -> int:
     # Django has no feature flag for UPDATE … RETURNING; the backends that return columns from
     # an INSERT (SQLite >= 3.35, PostgreSQL) support it on UPDATE too.
     returning = connection.features.can_return_columns_from_insert
-    sql = _take_seq_sql(connection.vendor, usage is not None, returning)
+    sql = _take_seq_sql(connection.vendor, usage is not None, returning, working_only)
     with connection.cursor() as cursor:
         cursor.execute(sql, [*(usage or ()), run_id])
         row = cursor.fetchone() if returning else None
+        updated = cursor.rowcount
+    if working_only and updated == 0 and Run.objects.filter(pk=run_id).exists():
+        raise RunNotWorking(f"run {run_id} is not working")
     if not returning:  # the UPDATE holds the row until commit, so this reads our own number
         row = Run.objects.filter(pk=run_id).values_list("last_seq").first()
     if row is None:
@@ -187,18 +205,19 @@ def _insert_event(event: RunEvent) -> None:
 
 @transaction.atomic
 def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
-                 task_id: int | None = None, step_id: str | None = None) -> RunEvent:
+                 task_id: int | None = None, step_id: str | None = None, working_only: bool = False) -> RunEvent:
     """Store one event with the run's next seq and apply what it means to the roll-ups.
 
     Two statements for most events (the seq, the row), three with a task's roll-up: an event is
-    stored for every step of every run, so each round trip here counts.
+    stored for every step of every run, so each round trip here counts. ``working_only`` (the
+    engine's events) raises ``RunNotWorking`` instead, and stores nothing, once the run ended.
     """
     data = data or {}
     usage = None
     if type_ == "llm.completed":
         usage = (int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0),
                  Decimal(str(data.get("cost_usd") or 0)))
-    seq = _take_seq(run_id, usage)
+    seq = _take_seq(run_id, usage, working_only=working_only)
     event = RunEvent(
         run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
     )
@@ -293,7 +312,13 @@ class RunEventSink:
             })
             return
         async with self._lock:
-            stored = await self._record(self.run_id, event.type, event.data, task_id=task_id, step_id=event.step_id)
+            try:
+                stored = await self._record(
+                    self.run_id, event.type, event.data, task_id=task_id, step_id=event.step_id, working_only=True
+                )
+            except RunNotWorking:
+                # Ended elsewhere, say by the sweep while this worker stalled: stop working.
+                raise Cancelled("ended elsewhere") from None
             try:
                 await broadcast(self.run_id, payload_of(stored))
             except Exception:  # noqa: BLE001 - stored already; a reconnect replays it

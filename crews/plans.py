@@ -280,8 +280,13 @@ def plan_regenerate(*, actor: Any, plan: Plan, task: Task, feedback: str = "") -
 
 
 def merge_regenerated(old: Sequence[StepTuple], new_texts: Sequence[str]) -> list[StepTuple]:
-    """Pinned steps keep their places; new steps fill the other places in order, extras at the end."""
-    fresh: list[StepTuple] = [(None, t[:MAX_STEP_CHARS], False) for t in new_texts[:MAX_STEPS_PER_TASK]]
+    """Pinned steps keep their places; new steps fill the other places in order, extras at the end.
+
+    The task keeps at most ``MAX_STEPS_PER_TASK`` steps, pinned ones first: a longer list could
+    not be saved again, so every later edit of the task would be refused.
+    """
+    room = max(0, MAX_STEPS_PER_TASK - sum(1 for _uid, _text, pinned in old if pinned))
+    fresh: list[StepTuple] = [(None, t[:MAX_STEP_CHARS], False) for t in new_texts[:room]]
     merged: list[StepTuple] = []
     for uid, text, pinned in old:
         if pinned:

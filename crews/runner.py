@@ -390,6 +390,11 @@ def regenerate_plan(plan_id: int, task_id: int, feedback: str, actor_id: int | N
         error = "" if texts is not None else gettext_noop("The planner wrote no steps for this task; nothing changed.")
     except (CrewPlanError, LLMError, MissingInput, LookupError, BudgetExceeded) as exc:
         texts, error = None, str(exc)
+    except Exception:
+        # Whatever went wrong, the task must leave "regenerating": else every later regenerate
+        # of it is refused as busy, and the editor waits on it for ever.
+        logger.exception("regenerating task %s of plan %s failed unexpectedly", task_id, plan_id)
+        texts, error = None, gettext_noop("Regenerating stopped because of an internal error.")
     finally:
         _release_connections()
     plans.plan_store_regenerated(

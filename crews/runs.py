@@ -373,17 +373,42 @@ def run_cancel(*, actor: Any, run: Run) -> Run:
     return locked
 
 
+# The states a worker's run is in while the worker owns it: only these can finish.
+WORKING = frozenset({S.PLANNING, S.RUNNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT, S.CANCELLING})
+CUT_SHORT = gettext_noop("The run stopped before this task finished.")
+
+
 def run_finish(*, run_id: int, status: str, output: str = "", error: str = "") -> None:
-    """End a run: succeeded, failed, cancelled, or interrupted (resumable)."""
-    event = {S.SUCCEEDED: "run.succeeded", S.FAILED: "run.failed", S.CANCELLED: "run.cancelled",
-             S.INTERRUPTED: "run.interrupted"}[status]
-    data = {"output": output} if status == S.SUCCEEDED else ({"error": error} if error else {})
-    fields: dict[str, Any] = {"output": output, "error": error}
-    if status != S.INTERRUPTED:
-        fields["finished_at"] = timezone.now()
-    else:  # as when the worker died: the task cut short waits for the resume
-        RunTask.objects.filter(run_id=run_id, status=RunTask.Status.RUNNING).update(status=RunTask.Status.WAITING)
-    _transition(run_id, status, event, data, **fields)
+    """End a run: succeeded, failed, cancelled, or interrupted (resumable).
+
+    Only a working run ends, so a run ends once: one the sweep took for dead meanwhile (its
+    worker was alive after all, but stalled) keeps the end the sweep gave it. A run a person
+    asked to stop ends cancelled, even if its process was stopping too: interrupted would make
+    the stop a resumable pause. The task a run cut short is failed, or waits for the resume.
+    """
+    with transaction.atomic():
+        run = _LOCKED_RUN.one(Run, run=run_id)
+        if run is None:
+            raise Run.DoesNotExist(f"no run {run_id}")
+        if run.status not in WORKING:
+            logger.warning("run %s is %s already: not marking it %s", run_id, run.status, status)
+            return
+        if status == S.INTERRUPTED and run.status == S.CANCELLING:
+            status = S.CANCELLED
+        event = {S.SUCCEEDED: "run.succeeded", S.FAILED: "run.failed", S.CANCELLED: "run.cancelled",
+                 S.INTERRUPTED: "run.interrupted"}[status]
+        data = {"output": output} if status == S.SUCCEEDED else ({"error": error} if error else {})
+        run.status, run.output, run.error = status, output, error
+        fields = ["status", "output", "error"]
+        cut_short = RunTask.objects.filter(run_id=run_id, status=RunTask.Status.RUNNING)
+        if status == S.INTERRUPTED:  # as when the worker died: the task cut short waits for the resume
+            cut_short.update(status=RunTask.Status.WAITING)
+        else:
+            run.finished_at = timezone.now()
+            fields.append("finished_at")
+            cut_short.update(status=RunTask.Status.FAILED, error=error or CUT_SHORT)
+        run.save(update_fields=fields)
+        emit_now(run_id, event, data)
 
 
 def run_mark_stale_interrupted(*, stale_after: float | None = None) -> list[int]:
@@ -401,6 +426,8 @@ def run_mark_stale_interrupted(*, stale_after: float | None = None) -> list[int]
             if run.status == S.CANCELLING:
                 run.status, run.finished_at = S.CANCELLED, timezone.now()
                 run.save(update_fields=["status", "finished_at"])
+                RunTask.objects.filter(run=run, status=RunTask.Status.RUNNING).update(
+                    status=RunTask.Status.FAILED, error=CUT_SHORT)
                 emit_now(run_id, "run.cancelled", {"reason": gettext_noop("worker stopped")})
             else:
                 run.status = S.INTERRUPTED
@@ -461,15 +488,22 @@ def run_rerun(*, actor: Any, run: Run, from_task_id: int | None = None) -> Run:
     return run_kickoff(actor=actor, crew=run.crew, inputs=run.inputs, plan=plan, rerun_of=run, done=done)
 
 
-def run_approve_plan(*, actor: Any, run: Run, edit: Any = None) -> Plan:
-    """Approve the plan a run drafted for itself (optionally edited first); the run continues."""
+@transaction.atomic
+def run_approve_plan(*, actor: Any, run: Run, edit: Any = None, version: int | None = None) -> Plan:
+    """Approve the plan a run drafted for itself (optionally edited first); the run continues.
+
+    ``version`` (If-Match) is the version the person saw: a plan changed since is a 409, edit or
+    not. The edit and the approval are one transaction, so nothing lands between them.
+    """
     from crews import plans
 
     if run.status != S.AWAITING_APPROVAL or run.planning_plan is None:
         raise Conflict(_("This run is not waiting for a plan approval."), code="not_waiting")
-    plan = run.planning_plan
+    plan = Plan.objects.select_for_update().get(pk=run.planning_plan.pk)
     if edit is not None:
         if not isinstance(edit, dict):
             raise ValidationError({"plan": _("Send the plan edit as an object with its tasks.")})
-        plan = plans.plan_update(actor=actor, plan=plan, expected_version=plan.version, tasks=edit.get("tasks"))
-    return plans.plan_approve(actor=actor, plan=plan, supersede=False)
+        expected = plan.version if version is None else version
+        plan = plans.plan_update(actor=actor, plan=plan, expected_version=expected, tasks=edit.get("tasks"))
+        version = plan.version
+    return plans.plan_approve(actor=actor, plan=plan, version=version, supersede=False)

@@ -57,14 +57,41 @@ class BearerAuth(HttpBearer):
         return user
 
 
+class NulInBody(ValueError):
+    """A string of the body holds U+0000, which PostgreSQL cannot store in text or JSON."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(f"{field}: a NUL character (U+0000)")
+        self.field = field
+
+
+def _refuse_nul(value: Any, field: str) -> None:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise NulInBody(field or "body")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                raise NulInBody(field or "body")  # the object holding the key: never echo a NUL
+            _refuse_nul(item, f"{field}.{key}" if field else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_nul(item, f"{field}.{index}" if field else str(index))
+
+
 class JSONParser(Parser):
-    """Bodies are strict JSON: Python's NaN and Infinity extensions are refused."""
+    """Bodies are strict JSON: Python's NaN and Infinity extensions are refused, and so is a NUL
+    character in any string (SQLite would keep it, PostgreSQL fails on it: refused on both)."""
 
     def parse_body(self, request: HttpRequest) -> Any:
         def refuse(constant: str) -> None:
             raise ValueError(f"{constant} is not JSON")
 
-        return json.loads(request.body, parse_constant=refuse)
+        body = request.body
+        data = json.loads(body, parse_constant=refuse)
+        if b"\\u0000" in body:  # JSON can carry a NUL only escaped
+            _refuse_nul(data, "")
+        return data
 
 
 api = NinjaAPI(
@@ -130,6 +157,10 @@ def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpRe
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if exc.status_code == 400 and isinstance(exc.__cause__, NulInBody):
+        message = _("Text may not contain a NUL character (U+0000).")
+        field = exc.__cause__.field
+        return error_response(request, 422, f"{field}: {message}", "invalid", [{"field": field, "message": message}])
     if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
         # ninja's "Cannot parse request body": the input is invalid, like any other (API.md).
         message = _("The request body is not valid JSON.")

@@ -52,6 +52,8 @@ class CancelToken:
         stop: asyncio.Future[None] = loop.create_future()
         entry = (loop, stop)
         self._waiters.add(entry)
+        if self._cancelled:  # cancelled from another thread before the waiter was there to wake
+            _resolve(stop)
         try:
             await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:

@@ -341,6 +341,34 @@ def test_a_run_awaiting_approval_shows_its_plan_and_continues_with_the_edited_on
     assert [s["text"] for s in body["tasks"][0]["steps"]] == ["a", "new"]
 
 
+def test_approving_a_runs_plan_that_changed_since_it_was_reviewed_is_a_conflict(client, builder, crew):
+    run = working(client, builder, crew)
+    research, report = crew.tasks.order_by("order")
+    plan = Plan.objects.create(crew=crew, status=Plan.Status.GENERATING, inputs=run.inputs)
+    plans.plan_store_draft(
+        plan_id=plan.pk, steps={str(research.pk): ["a", "b"], str(report.pk): ["c"]}, usage={},
+        task_ids=[research.pk, report.pk],
+    )  # fmt: skip
+    runs.run_wait_for_plan_approval(run_id=run.pk, plan=Plan.objects.get(pk=plan.pk))
+    reviewed = client.get(f"/plans/{plan.pk}", user=builder).json()  # version 1
+    # Meanwhile someone else edits Report in the editor: version 2.
+    plans.plan_update(actor=builder, plan=Plan.objects.get(pk=plan.pk), expected_version=1,
+                      tasks=[{"task_id": report.pk, "steps": [{"text": "c, checked twice"}]}])
+
+    edit = {"plan": {"tasks": [{"task_id": report.pk, "steps": [{"text": "c"}]}]}}
+    stale_edit = client.post(f"/runs/{run.pk}/approve-plan", json=edit, user=builder,
+                             headers={"If-Match": str(reviewed["version"])})
+    stale_approval = client.post(f"/runs/{run.pk}/approve-plan", user=builder, headers={"If-Match": "1"})
+
+    assert_error(stale_edit, 409, "stale_version")
+    assert_error(stale_approval, 409, "stale_version")
+    plan.refresh_from_db()
+    assert (plan.status, plan.version) == (Plan.Status.DRAFT, 2)  # the other edit is kept
+    approved = client.post(f"/runs/{run.pk}/approve-plan", user=builder, headers={"If-Match": '"2"'})
+    assert approved.status_code == 200, approved.content
+    assert approved.json()["approved_version"] == 2
+
+
 def test_approving_the_plan_of_a_run_that_is_not_waiting_is_a_conflict(client, builder, crew):
     run = kickoff(client, builder, crew).json()
 

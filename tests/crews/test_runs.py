@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from decimal import Decimal
@@ -502,6 +503,44 @@ def test_regenerating_a_task_keeps_its_pinned_steps_in_place(builder, monkeypatc
     assert gateway.purposes() == ["crew_plan"]
 
 
+def test_a_regeneration_that_fails_unexpectedly_frees_the_task_and_changes_nothing(builder, monkeypatch):
+    crew = make_crew(builder)
+    research = crew.tasks.order_by("order").first()
+    plan = plans.plan_regenerate(actor=builder, plan=drafted_plan(builder, crew), task=research, feedback="")
+    before = [(s.text, s.pinned) for s in plans.current_steps(plan)[research.pk]]
+    scripted(monkeypatch, [RuntimeError("a bug in the planner")])
+
+    runner.regenerate_plan(plan.pk, research.pk, "", builder.pk)
+
+    plan.refresh_from_db()
+    assert plan.regenerating_task_ids == []  # free to try again
+    assert "internal error" in plan.error
+    assert [(s.text, s.pinned) for s in plans.current_steps(plan)[research.pk]] == before
+
+
+def test_a_regenerated_task_keeps_at_most_the_steps_an_edit_may_save(builder, monkeypatch):
+    crew = make_crew(builder)
+    research = crew.tasks.order_by("order").first()
+    plan = drafted_plan(builder, crew)
+    steps = [{"text": f"Kept {n}", "pinned": True} for n in range(5)]
+    plan = plans.plan_update(actor=builder, plan=plan, expected_version=plan.version,
+                             tasks=[{"task_id": research.pk, "steps": steps}])
+    LLM.objects.filter(is_default=True).update(supports_tools=False)
+    fresh = [f"Fresh {n}" for n in range(60)]
+    scripted(monkeypatch, [json.dumps({"plans": [{"task_number": 1, "steps": fresh}]})])
+
+    runner.regenerate_plan(plan.pk, research.pk, "", builder.pk)
+
+    plan.refresh_from_db()
+    now = plans.current_steps(plan)[research.pk]
+    assert len(now) == plans.MAX_STEPS_PER_TASK
+    assert [s.text for s in now if s.pinned] == [f"Kept {n}" for n in range(5)]
+    # ... so the whole task, sent back as it is, can still be saved.
+    again = [{"id": s.uid, "text": s.text, "pinned": s.pinned} for s in now]
+    plans.plan_update(actor=builder, plan=plan, expected_version=plan.version,
+                      tasks=[{"task_id": research.pk, "steps": again}])
+
+
 def test_drafting_a_plan_twice_adds_no_version(builder):
     crew = make_crew(builder)
     plan = drafted_plan(builder, crew)
@@ -623,6 +662,58 @@ def test_stopping_a_run_aborts_the_llm_call_in_flight_and_sends_no_more(builder)
         assert types.count("llm.started") == 1 and "llm.completed" not in types
         assert server.request_count == 1
         assert server.requests[0].authorization == "Bearer sk-test-123456"
+        # The API reads the task rows: the one cut short is failed, not "running" for ever.
+        tasks = list(run.task_results.order_by("order").values_list("status", "error"))
+        assert tasks == [("failed", runs.CUT_SHORT), ("waiting", "")]
+
+
+def in_a_thread(fn: Any) -> Any:
+    """Database work from a scripted answer, which runs on the event loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn).result()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stop_asked_while_the_process_is_stopping_ends_the_run_cancelled(builder, monkeypatch):
+    from planner_site.worker import run_stop_hooks
+
+    crew = make_crew(builder)
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+
+    def both_stop(_request: Any) -> str:
+        run_stop_hooks()  # the process is shutting down ...
+        in_a_thread(lambda: runs.run_cancel(actor=builder, run=run))  # ... and the person presses stop
+        return "Final Answer: cut short"
+
+    scripted(monkeypatch, [both_stop], default="Final Answer: done")
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED  # not interrupted: that would make it resumable
+    types = event_types(run)
+    assert types[-1] == "run.cancelled", types
+    assert "run.interrupted" not in types
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_ends_once_even_if_its_worker_finishes_after_the_sweep(builder, monkeypatch):
+    crew = make_crew(builder, tasks=["Research"])
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+
+    def stalled(_request: Any) -> str:
+        # The worker stalled past the stale limit: the sweep took it for dead.
+        assert in_a_thread(lambda: runs.run_mark_stale_interrupted(stale_after=0)) == [run.pk]
+        return "Final Answer: done after all"
+
+    scripted(monkeypatch, [stalled])
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.INTERRUPTED  # resumable; the answer is not lost work
+    types = event_types(run)
+    assert types[-1] == "run.interrupted" and "run.succeeded" not in types
 
 
 def _deltas_of_a_run(builder: Any, server: FakeLLMServer, *, followed: bool) -> list[dict[str, Any]]:

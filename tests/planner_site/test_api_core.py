@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from agents.models import Agent
 from planner_site.tokens import token_create
 
 AGENT = {"name": "Writer", "role": "Writer", "goal": "Write"}
@@ -208,6 +209,38 @@ def test_a_body_that_is_not_json_is_a_422(builder, body):
         "code": "invalid_json",
         "errors": [{"field": "body", "message": "The request body is not valid JSON."}],
     }
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"name": "W\\u0000", "role": "r", "goal": "g"}', "name"),
+        (b'{"name": "W", "role": "r", "goal": "g", "tools": ["a", "b\\u0000"]}', "tools.1"),
+        (b'{"name": "W", "role": "r", "goal": "g", "llm_params": {"k\\u0000": 1}}', "llm_params"),
+    ],
+)
+def test_a_nul_character_in_any_string_is_a_422_naming_the_field(builder, body, field):
+    """PostgreSQL cannot store U+0000 (a 500 there): refused up front on every database."""
+    _token, raw = token_create(user=builder)
+
+    response = Client().post("/api/agents", data=body, content_type="application/json", **bearer(raw))
+
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid"
+    assert response.json()["errors"] == [
+        {"field": field, "message": "Text may not contain a NUL character (U+0000)."}
+    ]
+    assert not Agent.objects.filter(name__startswith="W").exists()
+
+
+def test_an_escaped_backslash_before_u0000_is_plain_text(builder):
+    _token, raw = token_create(user=builder)
+    body = b'{"name": "W\\\\u0000", "role": "r", "goal": "g"}'  # the text W\u0000: no NUL
+
+    response = Client().post("/api/agents", data=body, content_type="application/json", **bearer(raw))
+
+    assert response.status_code == 201, response.content
+    assert Agent.objects.get(pk=response.json()["id"]).name == "W\\u0000"
 
 
 @pytest.mark.parametrize("body", [b"", b"[]", b'"text"', b"42", b"null"])

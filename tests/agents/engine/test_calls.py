@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -413,3 +415,19 @@ async def test_crew_and_agent_rpm_limits_apply_on_top_of_the_llm_limit() -> None
     for _ in range(2):
         await run_agent(ctx2, make_agent(max_rpm=1), make_task())
     assert gateway2.calls == 2 and clock2.slept == [60.0]  # the agent's own max_rpm
+
+
+async def test_a_cancel_from_another_thread_just_before_the_race_waits_still_abandons_the_call() -> None:
+    token = CancelToken()
+
+    class CancelledOnAdd(set):  # the other thread's cancel lands after the check, before the waiter
+        def add(self, item: object) -> None:
+            other = threading.Thread(target=token.cancel, args=("cancelled",))
+            other.start()
+            other.join()
+            super().add(item)
+
+    token._waiters = CancelledOnAdd()
+    with pytest.raises(Cancelled):
+        # Without a second look after the waiter is added, nothing wakes it: a 30 s call runs on.
+        await asyncio.wait_for(token.race(asyncio.sleep(30)), timeout=3)
