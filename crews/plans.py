@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import F
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from crews.models import Crew, Plan, PlanStep, PlanVersion, Task
-from planner_site.errors import Conflict, NotFound
+from planner_site.errors import Conflict, NotFound, TooMany
 
 MAX_STEP_CHARS = 2_000
 MAX_STEPS_PER_TASK = 50
@@ -102,6 +105,14 @@ def _copy_steps(*, source: int, target: int, skip_tasks: Sequence[int]) -> None:
         cursor.execute(sql, params)
 
 
+def _check_draft_rate(actor: Any) -> None:
+    """Each draft is a paid LLM call: a person drafts at most as many plans a minute as they may
+    start runs (``PLANNER_KICKOFF_RATE_PER_MINUTE``)."""
+    since = timezone.now() - timedelta(minutes=1)
+    if Plan.objects.filter(created_by=actor, created_at__gte=since).count() >= settings.PLANNER_KICKOFF_RATE_PER_MINUTE:
+        raise TooMany(_("Too many plans drafted in the last minute; wait a moment and try again."))
+
+
 @transaction.atomic
 def plan_draft(*, actor: Any, crew: Crew, inputs: Any, enqueue: bool = True) -> Plan:
     """Start drafting a plan for ``crew`` with ``inputs``; it fills in in the background.
@@ -111,9 +122,9 @@ def plan_draft(*, actor: Any, crew: Crew, inputs: Any, enqueue: bool = True) -> 
     """
     from agents.selectors import llm_default
     from crews.bridge import crew_snapshot
-    from crews.runs import _check_rate, crew_check_runnable, crew_texts, inputs_validate
+    from crews.runs import crew_check_runnable, crew_texts, inputs_validate
 
-    _check_rate(actor)
+    _check_draft_rate(actor)
     snapshot = crew_snapshot(crew)
     crew_check_runnable(crew=crew, snapshot=snapshot)
     clean = inputs_validate(crew=crew, inputs=inputs, texts=crew_texts(snapshot))

@@ -457,3 +457,15 @@ def test_another_builder_cannot_change_a_shared_crews_plan(
 
     assert client.get(f"/plans/{plan['id']}", user=other_builder).status_code == 200
     assert_error(client.post(f"/plans/{plan['id']}/approve", user=other_builder), 404)
+
+
+def test_drafting_beyond_the_rate_limit_is_429_and_starts_nothing(client, builder, crew, settings):
+    settings.PLANNER_KICKOFF_RATE_PER_MINUTE = 2
+    for _ in range(2):
+        assert client.post(f"/crews/{crew.pk}/plans", json={"inputs": {"topic": "tides"}}, user=builder).status_code == 202
+
+    refused = client.post(f"/crews/{crew.pk}/plans", json={"inputs": {"topic": "tides"}}, user=builder)
+
+    assert refused.status_code == 429
+    assert refused.json()["code"] == "rate_limited"
+    assert Plan.objects.filter(crew=crew).count() == 2
