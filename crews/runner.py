@@ -284,8 +284,41 @@ async def _run_crew(start: _Start) -> str:
     return result.output
 
 
+def _drafted_before(run: Run) -> Plan | None:
+    """The plan this run drafted before it was interrupted (awaiting its approval, say)."""
+    if run.planning_plan_id is None:
+        return None
+    return Plan.objects.filter(
+        pk=run.planning_plan_id, status__in=[Plan.Status.DRAFT, Plan.Status.APPROVED]
+    ).first()
+
+
 async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> dict[str, list[str]] | None:
-    """Draft the crew plan inside the run; with review, wait until a person approves it."""
+    """Draft the crew plan inside the run; with review, wait until a person approves it.
+
+    A resumed run that drafted its plan before it was interrupted goes on with that plan (and
+    with the edits made to it meanwhile): no second paid draft, no second plan to review.
+    """
+    plan = await db(_drafted_before)(run)
+    if plan is None:
+        plan = await _draft_in_run(ctx, run, spec)
+        if plan is None:
+            return None
+    if plan.status != Plan.Status.APPROVED:  # (a person may have approved it meanwhile)
+        if run.review_plan:
+            await db(runs.run_wait_for_plan_approval)(run_id=run.pk, plan=plan)
+            plan = await _wait_for_approval(ctx.cancel, plan.pk)
+        else:
+            plan = await db(plans.plan_approve)(actor=None, plan=plan, supersede=False)
+    await ctx.emit("crew_plan.approved", {"plan_id": plan.pk, "version": plan.approved_version})
+    await db(runs.run_use_plan)(run_id=run.pk, plan=plan)
+    await db(runs.run_set_running)(run_id=run.pk)
+    return await db(plans.steps_by_task_key)(plan, plan.approved_version)
+
+
+async def _draft_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> Plan | None:
+    """The run's own draft, stored as a plan; None when planning failed and the crew may run
+    without one."""
     await db(runs.run_set_planning)(run_id=run.pk)
     assert spec.planning_llm is not None
     before = (ctx.usage.prompt_tokens, ctx.usage.completion_tokens, ctx.usage.cost_usd)
@@ -304,15 +337,7 @@ async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> dict[str, l
     }
     plan = await db(_store_run_plan)(run, draft.steps, usage, [int(t.key) for t in spec.tasks])
     await ctx.emit("crew_plan.completed", {"plan_id": plan.pk, "version": plan.version})
-    if run.review_plan:
-        await db(runs.run_wait_for_plan_approval)(run_id=run.pk, plan=plan)
-        plan = await _wait_for_approval(ctx.cancel, plan.pk)
-    else:
-        plan = await db(plans.plan_approve)(actor=None, plan=plan, supersede=False)
-    await ctx.emit("crew_plan.approved", {"plan_id": plan.pk, "version": plan.approved_version})
-    await db(runs.run_use_plan)(run_id=run.pk, plan=plan)
-    await db(runs.run_set_running)(run_id=run.pk)
-    return await db(plans.steps_by_task_key)(plan, plan.approved_version)
+    return plan
 
 
 def _store_run_plan(run: Run, steps: dict[str, list[str]], usage: dict[str, Any], task_ids: list[int]) -> Plan:

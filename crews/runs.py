@@ -458,6 +458,11 @@ def run_resume(*, actor: Any, run: Run) -> Run:
         locked.save(update_fields=["status"])
         RunTask.objects.filter(run=locked).exclude(status=RunTask.Status.DONE).update(
             status=RunTask.Status.WAITING, error="")
+        # Questions the stopped worker asked have nobody left to read their answers: the task
+        # they belong to runs again and asks anew. Left pending, they would be listed and
+        # "answered" for nothing.
+        FeedbackRequest.objects.filter(run=locked, status=FeedbackRequest.Status.PENDING).delete()
+        ToolApproval.objects.filter(run=locked, status=ToolApproval.Status.PENDING).delete()
         emit_now(locked.pk, "run.resumed", {})
         _enqueue(locked)
     audit(actor=actor, action="run.resumed", target=locked)

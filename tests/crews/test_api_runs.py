@@ -369,6 +369,22 @@ def test_approving_a_runs_plan_that_changed_since_it_was_reviewed_is_a_conflict(
     assert approved.json()["approved_version"] == 2
 
 
+def test_a_resumed_run_lists_no_question_its_stopped_worker_asked(client, builder, crew):
+    run = working(client, builder, crew)
+    runs.run_wait_for_approval(run_id=run.pk, approval_id="old", tool="http_get", args={})
+    runs.run_finish(run_id=run.pk, status=Run.Status.INTERRUPTED)  # the worker stopped meanwhile
+    ToolApproval.objects.create(run=run, approval_id="decided", tool="http_get", status="approved")
+
+    runs.run_resume(actor=builder, run=run)
+    runs.run_claim(run_id=run.pk, worker_id="next-worker")
+
+    shown = client.get(f"/runs/{run.pk}", user=builder).json()
+    assert shown["pending"]["approvals"] == []
+    assert_error(client.post(f"/runs/{run.pk}/approvals/old", json={"approve": True}, user=builder),
+                 404, "not_found")
+    assert ToolApproval.objects.filter(run=run, approval_id="decided").exists()  # decisions stay
+
+
 def test_approving_the_plan_of_a_run_that_is_not_waiting_is_a_conflict(client, builder, crew):
     run = kickoff(client, builder, crew).json()
 

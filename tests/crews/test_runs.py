@@ -577,6 +577,38 @@ def test_review_plan_waits_for_approval_then_runs_the_approved_plan(builder, mon
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_run_interrupted_while_its_plan_awaits_review_resumes_with_that_plan(builder, monkeypatch):
+    from planner_site.worker import run_stop_hooks
+
+    crew = make_crew(builder, planning=True, review_plan=True)
+    research = crew.tasks.order_by("order")[0]
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    worker = Background(lambda: runner.execute(run.pk))
+    waiting = wait_for_status(run, Run.Status.AWAITING_APPROVAL)
+    run_stop_hooks()  # the process stops while the plan waits for its review
+    worker.join()
+    assert Run.objects.get(pk=run.pk).status == Run.Status.INTERRUPTED
+    drafted = waiting.planning_plan
+    # Meanwhile the person edits the draft in the editor.
+    plans.plan_update(actor=builder, plan=drafted, expected_version=1,
+                      tasks=[{"task_id": research.pk, "steps": [{"text": "Edited while stopped"}]}])
+
+    process_not_stopping(monkeypatch)
+    # The tests' immediate task backend executes the resumed run inside run_resume.
+    worker = Background(lambda: runs.run_resume(actor=builder, run=run))
+    waiting = wait_for_status(run, Run.Status.AWAITING_APPROVAL)
+    assert waiting.planning_plan_id == drafted.pk  # the same plan, not a second draft
+    runs.run_approve_plan(actor=builder, run=waiting)
+    worker.join()
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert (run.plan_id, run.plan_version) == (drafted.pk, 2)  # the edit made meanwhile
+    assert Plan.objects.filter(crew=crew).count() == 1
+    assert event_types(run).count("crew_plan.completed") == 1
+
+
+@pytest.mark.django_db(transaction=True)
 def test_human_input_waits_for_feedback_and_an_empty_answer_accepts(builder, monkeypatch):
     crew = make_crew(builder, tasks=["Research"], task_fields={"Research": {"human_input": True}})
     gateway = scripted(monkeypatch, default="Final Answer: the tides report")
