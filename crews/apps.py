@@ -10,8 +10,11 @@ class CrewsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from crews.plans import plans_sweep_stale
         from crews.runs import runs_sweep_stale
         from planner_site.worker import on_heartbeat
 
-        # Every worker process marks runs whose worker died: at its start, then on each beat.
+        # Every worker process marks runs and plan drafts whose worker died: at its start, then
+        # on each beat.
         on_heartbeat(runs_sweep_stale)
+        on_heartbeat(plans_sweep_stale)

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from crews.models import Crew, Plan, PlanStep, PlanVersion, Task
 from planner_site.errors import Conflict, NotFound, TooMany
@@ -164,6 +165,36 @@ def _add_usage(plan_id: int, usage: Mapping[str, Any]) -> None:
     )
 
 
+STOPPED_DRAFTING = gettext_noop("Drafting stopped: the worker drafting this plan stopped. Draft it again.")
+STOPPED_REGENERATING = gettext_noop("Regenerating stopped: the worker doing it stopped. Try again.")
+
+
+def plans_sweep_stale() -> list[int]:
+    """Worker upkeep (``planner_site.worker.on_heartbeat``), as for runs: a draft or a
+    regeneration whose worker died would keep its plan "generating" (every edit a 409) or its
+    task "regenerating" (every regenerate a 409) for good.
+
+    Drafting a plan is a few LLM calls, each bounded by its LLM's timeout, so a draft or a
+    regeneration not finished ``PLANNER_PLAN_STALE_SECONDS`` after it started has lost its
+    worker; it is failed, and the person can start it again. Returns the plans' ids.
+    """
+    cutoff = timezone.now() - timedelta(seconds=settings.PLANNER_PLAN_STALE_SECONDS)
+    drafts = list(Plan.objects.filter(status=Plan.Status.GENERATING, updated_at__lt=cutoff).values_list("pk", flat=True))
+    for plan_id in drafts:
+        plan_fail(plan_id=plan_id, error=STOPPED_DRAFTING)
+    regenerating = list(
+        Plan.objects.filter(updated_at__lt=cutoff).exclude(regenerating_task_ids=[]).values_list("pk", flat=True)
+    )
+    for plan_id in regenerating:
+        with transaction.atomic():
+            plan = Plan.objects.select_for_update().get(pk=plan_id)
+            if plan.updated_at >= cutoff or not plan.regenerating_task_ids:
+                continue
+            plan.regenerating_task_ids, plan.error = [], STOPPED_REGENERATING
+            plan.save(update_fields=["regenerating_task_ids", "error", "updated_at"])
+    return drafts + regenerating
+
+
 def plan_fail(*, plan_id: int, error: str, usage: Mapping[str, Any] | None = None) -> None:
     Plan.objects.filter(pk=plan_id, status=Plan.Status.GENERATING).update(status=Plan.Status.FAILED, error=error)
     if usage:
@@ -283,7 +314,7 @@ def plan_regenerate(*, actor: Any, plan: Plan, task: Task, feedback: str = "") -
     if task.pk in busy:
         raise Conflict(_("This task is already being regenerated."), code="busy")
     locked.regenerating_task_ids = [*busy, task.pk]
-    locked.save(update_fields=["regenerating_task_ids"])
+    locked.save(update_fields=["regenerating_task_ids", "updated_at"])  # when it started: the sweep's clock
     from crews.tasks import regenerate_plan_task
 
     transaction.on_commit(lambda: regenerate_plan_task.enqueue(locked.pk, task.pk, feedback.strip(), actor.pk if actor else None))

@@ -13,6 +13,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connections
+from django.utils import timezone
 from django.utils.translation import gettext_noop
 
 from agents.bridge import agent_spec, llm_lookup, llm_rows, llm_spec, snapshot_llm_ids
@@ -384,6 +385,8 @@ def generate_plan(plan_id: int) -> None:
     plan = Plan.objects.select_related("crew", "llm").get(pk=plan_id)
     if plan.status != Plan.Status.GENERATING:
         return  # a second delivery of the task must not add a version or undo an approval
+    # Drafting starts now (it may have waited in the queue): the stale sweep counts from here.
+    Plan.objects.filter(pk=plan_id, status=Plan.Status.GENERATING).update(updated_at=timezone.now())
     usage = Usage()
     try:
         spec, llm = _plan_spec(plan)

@@ -115,3 +115,33 @@ def test_a_failing_upkeep_hook_is_logged_and_the_others_still_run(monkeypatch, c
     heartbeat.stop()
     assert ran == ["next"]
     assert "worker upkeep broken failed" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_plan_drafts_and_regenerations_whose_worker_died_are_failed_by_the_sweep(builder, settings):
+    from crews import plans
+    from crews.models import Plan
+
+    settings.PLANNER_PLAN_STALE_SECONDS = 600
+    crew = make_crew(builder)
+    research = crew.tasks.order_by("order").first()
+    old = timezone.now() - timedelta(seconds=601)
+    lost = Plan.objects.create(crew=crew, created_by=builder, status=Plan.Status.GENERATING)
+    drafting = Plan.objects.create(crew=crew, created_by=builder, status=Plan.Status.GENERATING)
+    plan = Plan.objects.create(crew=crew, created_by=builder, status=Plan.Status.GENERATING)
+    plan = plans.plan_store_draft(plan_id=plan.pk, steps={str(research.pk): ["a"]}, usage={}, task_ids=[research.pk])
+    # A regeneration started 601 s ago whose worker died (set directly: the tests' task backend
+    # would run it at once).
+    Plan.objects.filter(pk=plan.pk).update(regenerating_task_ids=[research.pk])
+    Plan.objects.filter(pk__in=[lost.pk, plan.pk]).update(updated_at=old)
+
+    heartbeat.start()
+    heartbeat.stop()
+
+    lost.refresh_from_db(), drafting.refresh_from_db(), plan.refresh_from_db()
+    assert (lost.status, lost.error) == (Plan.Status.FAILED, plans.STOPPED_DRAFTING)
+    assert drafting.status == Plan.Status.GENERATING  # started recently: still drafting
+    assert (plan.status, plan.regenerating_task_ids, plan.error) == (
+        Plan.Status.DRAFT, [], plans.STOPPED_REGENERATING)
+    # ... so the task can be regenerated again.
+    assert research.pk in plans.plan_regenerate(actor=builder, plan=plan, task=research).regenerating_task_ids
