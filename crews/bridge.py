@@ -135,7 +135,8 @@ class RunNotWorking(Exception):
 
 
 @functools.cache
-def _take_seq_sql(vendor: str, usage: bool, returning: bool, working_only: bool = False) -> str:
+def _take_seq_sql(vendor: str, usage: bool, returning: bool, working_only: bool = False,
+                  owned: bool = False) -> str:
     """The UPDATE behind ``_take_seq`` (built once per database kind and event kind)."""
     quote = connection.ops.quote_name
     column = {f.name: quote(f.column) for f in Run._meta.concrete_fields}
@@ -147,10 +148,13 @@ def _take_seq_sql(vendor: str, usage: bool, returning: bool, working_only: bool 
     if working_only:
         states = ", ".join(f"'{state}'" for state in WORKING_STATES)  # constants, not input
         sql += f" AND {column['status']} IN ({states})"
+    if owned:
+        sql += f" AND {column['worker_id']} = %s"
     return f"{sql} RETURNING {column['last_seq']}" if returning else sql
 
 
-def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None, *, working_only: bool = False) -> int:
+def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None, *, working_only: bool = False,
+              owner: str | None = None) -> int:
     """Add one to the run's ``last_seq`` (and an LLM call's usage to its totals); the new seq.
 
     The UPDATE takes the run row's write lock until the caller's transaction ends, so the web
@@ -160,9 +164,10 @@ def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None, *, working_on
     # Django has no feature flag for UPDATE … RETURNING; the backends that return columns from
     # an INSERT (SQLite >= 3.35, PostgreSQL) support it on UPDATE too.
     returning = connection.features.can_return_columns_from_insert
-    sql = _take_seq_sql(connection.vendor, usage is not None, returning, working_only)
+    owned = working_only and owner is not None
+    sql = _take_seq_sql(connection.vendor, usage is not None, returning, working_only, owned)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*(usage or ()), run_id])
+        cursor.execute(sql, [*(usage or ()), run_id, *([owner] if owned else [])])
         row = cursor.fetchone() if returning else None
         updated = cursor.rowcount
     if working_only and updated == 0 and Run.objects.filter(pk=run_id).exists():
@@ -205,19 +210,21 @@ def _insert_event(event: RunEvent) -> None:
 
 @transaction.atomic
 def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
-                 task_id: int | None = None, step_id: str | None = None, working_only: bool = False) -> RunEvent:
+                 task_id: int | None = None, step_id: str | None = None, working_only: bool = False,
+                 owner: str | None = None) -> RunEvent:
     """Store one event with the run's next seq and apply what it means to the roll-ups.
 
     Two statements for most events (the seq, the row), three with a task's roll-up: an event is
     stored for every step of every run, so each round trip here counts. ``working_only`` (the
-    engine's events) raises ``RunNotWorking`` instead, and stores nothing, once the run ended.
+    engine's events) raises ``RunNotWorking`` instead, and stores nothing, once the run ended
+    or, with ``owner``, once it is no longer working under that claim.
     """
     data = data or {}
     usage = None
     if type_ == "llm.completed":
         usage = (int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0),
                  Decimal(str(data.get("cost_usd") or 0)))
-    seq = _take_seq(run_id, usage, working_only=working_only)
+    seq = _take_seq(run_id, usage, working_only=working_only, owner=owner)
     event = RunEvent(
         run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
     )
@@ -298,8 +305,9 @@ class RunEventSink:
     answer is in the ``task.completed`` and ``step.completed`` events).
     """
 
-    def __init__(self, run_id: int) -> None:
+    def __init__(self, run_id: int, *, owner: str | None = None) -> None:
         self.run_id = run_id
+        self.owner = owner or None  # the claim's worker id: events only while it owns the run
         self._lock = asyncio.Lock()  # keeps store-then-send in the order the engine emitted
         self._record = sync_to_async(record_event)
 
@@ -314,7 +322,8 @@ class RunEventSink:
         async with self._lock:
             try:
                 stored = await self._record(
-                    self.run_id, event.type, event.data, task_id=task_id, step_id=event.step_id, working_only=True
+                    self.run_id, event.type, event.data, task_id=task_id, step_id=event.step_id,
+                    working_only=True, owner=self.owner,
                 )
             except RunNotWorking:
                 # Ended elsewhere, say by the sweep while this worker stalled: stop working.

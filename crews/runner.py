@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,8 +95,15 @@ def _default_llm() -> LLM:
 
 
 def execute(run_id: int, worker_id: str | None = None) -> None:
-    """Claim ``run_id`` and run it to an end state; a stopping worker leaves it interrupted."""
-    run = runs.run_claim(run_id=run_id, worker_id=worker_id or default_worker_id(f"-{threading.get_ident()}"))
+    """Claim ``run_id`` and run it to an end state; a stopping worker leaves it interrupted.
+
+    The claim names this execution (the worker's id and a nonce): once the run is no longer
+    working under that name (the sweep took this worker for dead, say, and the run was resumed
+    elsewhere), this execution stops at its next poll or event and never ends the run.
+    """
+    base = worker_id or default_worker_id(f"-{threading.get_ident()}")
+    owner = f"{base[:90]}#{secrets.token_hex(4)}"
+    run = runs.run_claim(run_id=run_id, worker_id=owner)
     if run is None:
         return
     token = CancelToken()
@@ -104,7 +113,7 @@ def execute(run_id: int, worker_id: str | None = None) -> None:
     if worker_stopping():  # the process was asked to stop while this worker claimed the run
         token.cancel(SHUTDOWN)
     try:
-        async_to_sync(_execute)(run_id, token)
+        async_to_sync(_execute)(run_id, token, owner)
     finally:
         remove_hook()
         with _active_lock:
@@ -134,14 +143,23 @@ class DeltaFollowers:
         return self.followed
 
 
-def _poll(run_id: int, followers: DeltaFollowers, *, beat: bool) -> bool:
-    """One database hop for the watch loop: heartbeat (or a plain look), followers; stop asked?"""
-    stop = runs.run_heartbeat(run_id=run_id) if beat else bool(_STOP_ASKED.rows(run=run_id))
+def _poll(run_id: int, owner: str, followers: DeltaFollowers, *, beat: bool) -> bool:
+    """One database hop for the watch loop: heartbeat (or a plain look), followers; stop? (a
+    stop was asked, or the run is no longer this execution's)"""
+    stop = runs.run_heartbeat(run_id=run_id, owner=owner) if beat else _stop_asked(run_id, owner)
     followers.refresh()
     return stop
 
 
-async def _watch(run_id: int, token: CancelToken, followers: DeltaFollowers) -> None:
+def _stop_asked(run_id: int, owner: str) -> bool:
+    row = _RUN_STATE.rows(run=run_id)
+    if not row:
+        return True
+    cancel_requested, worker, status = row[0]
+    return bool(cancel_requested) or worker != owner or status not in runs.WORKING
+
+
+async def _watch(run_id: int, owner: str, token: CancelToken, followers: DeltaFollowers) -> None:
     """Heartbeat, a stop request made in another process, and who follows the deltas, polled
     while the run works. The first poll waits a period: the claim has just beaten and looked for
     a stop request, and the context asked about followers (most short runs never poll)."""
@@ -154,7 +172,7 @@ async def _watch(run_id: int, token: CancelToken, followers: DeltaFollowers) -> 
         if token.cancelled:
             return
         try:
-            stop = await poll(run_id, followers, beat=since_beat >= beat)
+            stop = await poll(run_id, owner, followers, beat=since_beat >= beat)
         except Exception:  # noqa: BLE001 - e.g. a locked database: the watch must outlive one bad poll,
             # or the heartbeat goes stale (the run is swept as interrupted while it works) and a
             # stop from another process never arrives.
@@ -169,7 +187,7 @@ async def _watch(run_id: int, token: CancelToken, followers: DeltaFollowers) -> 
 
 def _context(run: Run, token: CancelToken, budget: Budget, followers: DeltaFollowers,
              max_rpm: int | None = None) -> RunContext:
-    sink = RunEventSink(run.pk)
+    sink = RunEventSink(run.pk, owner=run.worker_id)
     emit = EventEmitter(sink=sink, clock=_clock)
     # What the run spent before (a resumed run): its budget holds across interruptions.
     usage = Usage(prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
@@ -204,7 +222,9 @@ _DONE_OUTPUTS = Prepared(
     lambda run: RunTask.objects.filter(run_id=run, status=RunTask.Status.DONE).values_list("task_id_snapshot", "output"),
     run=STAND_IN_ID,
 )
-_STOP_ASKED = Prepared(lambda run: Run.objects.filter(pk=run, cancel_requested=True).values_list("pk"), run=STAND_IN_ID)
+_RUN_STATE = Prepared(
+    lambda run: Run.objects.filter(pk=run).values_list("cancel_requested", "worker_id", "status"), run=STAND_IN_ID
+)
 
 
 def _run_row(run_id: int) -> Run:
@@ -242,9 +262,10 @@ def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start
     return start
 
 
-async def _execute(run_id: int, token: CancelToken) -> None:
+async def _execute(run_id: int, token: CancelToken, owner: str) -> None:
     followers = DeltaFollowers(run_id)
-    watcher = asyncio.ensure_future(_watch(run_id, token, followers))
+    watcher = asyncio.ensure_future(_watch(run_id, owner, token, followers))
+    finish = db(functools.partial(runs.run_finish, owner=owner))
     try:
         start = await db(_start)(run_id, token, followers)
         if start.agent is not None:
@@ -253,18 +274,18 @@ async def _execute(run_id: int, token: CancelToken) -> None:
             output = await _run_crew(start)
     except Cancelled:
         status = Run.Status.INTERRUPTED if token.reason == SHUTDOWN else Run.Status.CANCELLED
-        await db(runs.run_finish)(run_id=run_id, status=status)
+        await finish(run_id=run_id, status=status)
     except BudgetExceeded as exc:
-        await db(runs.run_finish)(run_id=run_id, status=Run.Status.FAILED, error=str(exc))
+        await finish(run_id=run_id, status=Run.Status.FAILED, error=str(exc))
     except (RunFailed, CrewPlanError, AgentError, LLMError, MissingInput, LookupError) as exc:
-        await db(runs.run_finish)(run_id=run_id, status=Run.Status.FAILED, error=str(exc))
+        await finish(run_id=run_id, status=Run.Status.FAILED, error=str(exc))
     except Exception:
         logger.exception("run %s failed unexpectedly", run_id)
-        await db(runs.run_finish)(
+        await finish(
             run_id=run_id, status=Run.Status.FAILED, error=gettext_noop("The run stopped because of an internal error.")
         )
     else:
-        await db(runs.run_finish)(run_id=run_id, status=Run.Status.SUCCEEDED, output=output)
+        await finish(run_id=run_id, status=Run.Status.SUCCEEDED, output=output)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)

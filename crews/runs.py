@@ -248,9 +248,14 @@ def run_claim(*, run_id: int, worker_id: str) -> Run | None:
     return run
 
 
-def run_heartbeat(*, run_id: int) -> bool:
-    """Record that the run's worker is alive; returns whether someone asked it to stop."""
-    Run.objects.filter(pk=run_id).update(heartbeat_at=timezone.now())
+def run_heartbeat(*, run_id: int, owner: str | None = None) -> bool:
+    """Record that the run's worker is alive; returns whether it must stop: someone asked it
+    to, or the run is no longer working under ``owner`` (its claim's worker id)."""
+    mine = Run.objects.filter(pk=run_id, status__in=WORKING)
+    if owner is not None:
+        mine = mine.filter(worker_id=owner)
+    if not mine.update(heartbeat_at=timezone.now()):
+        return True
     return bool(Run.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first())
 
 
@@ -378,20 +383,22 @@ WORKING = frozenset({S.PLANNING, S.RUNNING, S.AWAITING_APPROVAL, S.AWAITING_INPU
 CUT_SHORT = gettext_noop("The run stopped before this task finished.")
 
 
-def run_finish(*, run_id: int, status: str, output: str = "", error: str = "") -> None:
+def run_finish(*, run_id: int, status: str, output: str = "", error: str = "", owner: str | None = None) -> None:
     """End a run: succeeded, failed, cancelled, or interrupted (resumable).
 
     Only a working run ends, so a run ends once: one the sweep took for dead meanwhile (its
     worker was alive after all, but stalled) keeps the end the sweep gave it. A run a person
     asked to stop ends cancelled, even if its process was stopping too: interrupted would make
     the stop a resumable pause. The task a run cut short is failed, or waits for the resume.
+    ``owner`` (the claim's worker id) ends it only if that execution still owns it.
     """
     with transaction.atomic():
         run = _LOCKED_RUN.one(Run, run=run_id)
         if run is None:
             raise Run.DoesNotExist(f"no run {run_id}")
-        if run.status not in WORKING:
-            logger.warning("run %s is %s already: not marking it %s", run_id, run.status, status)
+        if run.status not in WORKING or (owner is not None and run.worker_id != owner):
+            logger.warning("run %s is %s (by %s) already: not marking it %s", run_id, run.status,
+                           run.worker_id, status)
             return
         if status == S.INTERRUPTED and run.status == S.CANCELLING:
             status = S.CANCELLED

@@ -8,7 +8,8 @@ import pytest
 
 from agents.engine.runtime import CancelToken
 from crews import runner, runs
-from crews.models import Run, RunTask
+from crews.bridge import RunNotWorking, record_event
+from crews.models import Run, RunEvent, RunTask
 from tests.crews.run_helpers import make_crew
 
 
@@ -17,12 +18,41 @@ def test_the_watch_poll_sees_a_stop_request_of_its_own_run_only(builder: Any) ->
     crew = make_crew(builder)
     mine, other = (runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
                    for _ in range(2))
+    for run in (mine, other):
+        runs.run_claim(run_id=run.pk, worker_id="me#1")
     followers = runner.DeltaFollowers(mine.pk)
-    assert runner._poll(mine.pk, followers, beat=False) is False
+    for beat in (False, True):
+        assert runner._poll(mine.pk, "me#1", followers, beat=beat) is False
     Run.objects.filter(pk=other.pk).update(cancel_requested=True)
-    assert runner._poll(mine.pk, followers, beat=False) is False
+    assert runner._poll(mine.pk, "me#1", followers, beat=False) is False
     Run.objects.filter(pk=mine.pk).update(cancel_requested=True)
-    assert runner._poll(mine.pk, followers, beat=False) is True
+    for beat in (False, True):
+        assert runner._poll(mine.pk, "me#1", followers, beat=beat) is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_watch_poll_stops_an_execution_that_no_longer_owns_its_run(builder: Any) -> None:
+    """Swept while it stalled, then resumed and claimed elsewhere: this execution must stop."""
+    crew = make_crew(builder)
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    runs.run_claim(run_id=run.pk, worker_id="me#1")
+    followers = runner.DeltaFollowers(run.pk)
+    assert runs.run_mark_stale_interrupted(stale_after=0) == [run.pk]
+    for beat in (False, True):
+        assert runner._poll(run.pk, "me#1", followers, beat=beat) is True  # interrupted
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)  # resumed (not run here) ...
+    runs.run_claim(run_id=run.pk, worker_id="other#2")  # ... and claimed by another worker
+    for beat in (False, True):
+        assert runner._poll(run.pk, "me#1", followers, beat=beat) is True  # working, not for me
+    assert runner._poll(run.pk, "other#2", followers, beat=True) is False
+    runs.run_finish(run_id=run.pk, status=Run.Status.CANCELLED, owner="me#1")  # refused
+    assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING
+    # Its engine's events are refused too, and take no seq: the owner's next one is gapless.
+    with pytest.raises(RunNotWorking):
+        record_event(run.pk, "task.started", {}, working_only=True, owner="me#1")
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    taken = record_event(run.pk, "task.started", {}, working_only=True, owner="other#2")
+    assert taken.seq == seqs[-1] + 1
 
 
 @pytest.mark.django_db(transaction=True)

@@ -887,11 +887,11 @@ def test_the_watch_tries_again_after_a_poll_that_fails(builder, monkeypatch):
     polls: list[bool] = []
     real_poll = runner._poll
 
-    def flaky_poll(run_id: int, followers: Any, *, beat: bool) -> bool:
+    def flaky_poll(run_id: int, owner: str, followers: Any, *, beat: bool) -> bool:
         polls.append(beat)
         if len(polls) == 1:
             raise RuntimeError("database is locked")
-        return real_poll(run_id, followers, beat=beat)
+        return real_poll(run_id, owner, followers, beat=beat)
 
     monkeypatch.setattr(runner, "_poll", flaky_poll)
     monkeypatch.setattr(runner, "WATCH_SECONDS", 0.02)
