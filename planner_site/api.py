@@ -65,18 +65,22 @@ class NulInBody(ValueError):
         self.field = field
 
 
-def _refuse_nul(value: Any, field: str) -> None:
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise NulInBody(field or "body")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if "\x00" in key:
-                raise NulInBody(field or "body")  # the object holding the key: never echo a NUL
-            _refuse_nul(item, f"{field}.{key}" if field else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _refuse_nul(item, f"{field}.{index}" if field else str(index))
+def _refuse_nul(data: Any) -> None:
+    """Raise ``NulInBody`` naming the first string (or key's object) holding U+0000. Iterative:
+    a deeply nested body must not exhaust the stack."""
+    todo: list[tuple[Any, str]] = [(data, "")]
+    while todo:
+        value, field = todo.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise NulInBody(field or "body")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if "\x00" in key:
+                    raise NulInBody(field or "body")  # the object holding the key: never echo a NUL
+                todo.append((item, f"{field}.{key}" if field else str(key)))
+        elif isinstance(value, list):
+            todo.extend((item, f"{field}.{i}" if field else str(i)) for i, item in enumerate(value))
 
 
 class JSONParser(Parser):
@@ -88,9 +92,11 @@ class JSONParser(Parser):
             raise ValueError(f"{constant} is not JSON")
 
         body = request.body
-        data = json.loads(body, parse_constant=refuse)
-        if b"\\u0000" in body:  # JSON can carry a NUL only escaped
-            _refuse_nul(data, "")
+        # Decoded as json.loads would (UTF-8, -16 or -32), so an escaped NUL is seen in any of them.
+        text = body.decode(json.detect_encoding(body)) if isinstance(body, bytes) else body
+        data = json.loads(text, parse_constant=refuse)
+        if "\\u0000" in text:  # JSON can carry a NUL only escaped
+            _refuse_nul(data)
         return data
 
 

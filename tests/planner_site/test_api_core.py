@@ -233,6 +233,27 @@ def test_a_nul_character_in_any_string_is_a_422_naming_the_field(builder, body, 
     assert not Agent.objects.filter(name__startswith="W").exists()
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32-le"])
+def test_a_nul_character_is_refused_in_a_body_of_any_json_encoding(builder, encoding):
+    _token, raw = token_create(user=builder)
+    body = '{"name": "W\\u0000", "role": "r", "goal": "g"}'.encode(encoding)
+
+    response = Client().post("/api/agents", data=body, content_type="application/json", **bearer(raw))
+
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "name"
+
+
+def test_a_nul_deep_in_a_nested_body_is_a_422_not_a_crash(builder):
+    _token, raw = token_create(user=builder)
+    body = b'{"name": "W", "role": "r", "goal": "g", "tools": ' + b"[" * 5000 + b'"\\u0000"' + b"]" * 5000 + b"}"
+
+    response = Client().post("/api/agents", data=body, content_type="application/json", **bearer(raw))
+
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"].startswith("tools.0.0.0")
+
+
 def test_an_escaped_backslash_before_u0000_is_plain_text(builder):
     _token, raw = token_create(user=builder)
     body = b'{"name": "W\\\\u0000", "role": "r", "goal": "g"}'  # the text W\u0000: no NUL
