@@ -425,6 +425,8 @@ def generate_plan(plan_id: int) -> None:
 
 
 def regenerate_plan(plan_id: int, task_id: int, feedback: str, actor_id: int | None) -> None:
+    # It starts now (it may have waited in the queue): the stale sweep counts from here.
+    Plan.objects.filter(pk=plan_id).update(updated_at=timezone.now())
     plan = Plan.objects.select_related("crew", "llm").get(pk=plan_id)
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
     usage = Usage()
