@@ -9,6 +9,7 @@ once per ``interval`` (for tasks enqueued by other processes), however many of t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
@@ -16,9 +17,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.conf import settings
 from django.db import OperationalError, close_old_connections, connections, transaction
 from django.db.models import Q, QuerySet
@@ -162,6 +165,8 @@ class Heartbeat:
         self._users = 0
         self._stopped = threading.Event()
         self.key = ""
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-beat")
+        self._beats: set[asyncio.Task[None]] = set()  # kept referenced while they run
 
     def beat(self) -> None:
         from planner_site.models import WorkerBeat
@@ -176,7 +181,24 @@ class Heartbeat:
             self.key = default_worker_id()
             self._stopped = stopped = threading.Event()
         self._beat_quietly()
-        threading.Thread(target=self._beat_until, args=(stopped,), name="worker-beat", daemon=True).start()
+        # The upkeep hooks store and broadcast events (emit_now): their async_to_sync must go
+        # back to the loop the process's workers and sockets use (serve's, db_worker --threads'),
+        # as the workers' own calls do, never to a loop of the beat's own: the in-process channel
+        # layer's queues belong to that loop. asgiref keeps it in this thread-local when the
+        # worker thread was started by sync_to_async; without one (db_worker's single thread,
+        # tests) a plain thread does.
+        loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+        if loop is not None and loop.is_running():
+            beat = sync_to_async(self._beat_until, thread_sensitive=False, executor=self._executor)
+
+            def schedule() -> None:
+                task = loop.create_task(beat(stopped))
+                self._beats.add(task)
+                task.add_done_callback(self._beats.discard)
+
+            loop.call_soon_threadsafe(schedule)
+        else:
+            threading.Thread(target=self._beat_until, args=(stopped,), name="worker-beat", daemon=True).start()
 
     def _beat_quietly(self) -> None:
         try:

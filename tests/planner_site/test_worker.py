@@ -162,3 +162,38 @@ def test_claims_follow_django_tasks_dbs_own_queue_order_and_filters() -> None:
     everything = make_worker(worker_id="all")
     assert everything.claim()[0].traceback == "other queue"  # "*" takes every queue
     assert everything.claim() == (None, True)  # never another backend's task
+
+
+@pytest.mark.django_db(transaction=True)
+def test_upkeep_on_every_beat_goes_back_to_the_workers_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upkeep broadcasts events: in serve, its async_to_sync must reach Daphne's loop (whose
+    queues the in-process channel layer holds), not a loop of the beat thread's own."""
+    import asyncio
+
+    from asgiref.sync import async_to_sync, sync_to_async
+
+    from planner_site import worker as worker_module
+
+    seen: list[asyncio.AbstractEventLoop] = []
+
+    async def running_loop() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    monkeypatch.setattr(worker_module, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(worker_module, "_beat_hooks", [lambda: seen.append(async_to_sync(running_loop)())])
+    heart = worker_module.Heartbeat()
+
+    async def serve_like() -> asyncio.AbstractEventLoop:
+        # A worker thread started the way serve starts them, on this loop.
+        await sync_to_async(heart.start, thread_sensitive=False)()
+        for _ in range(100):
+            if len(seen) >= 3:  # the start-up upkeep, then at least two beats
+                break
+            await asyncio.sleep(0.05)
+        await sync_to_async(heart.stop, thread_sensitive=False)()
+        await asyncio.sleep(0.2)  # the beat ends at its next wait
+        return asyncio.get_running_loop()
+
+    main = asyncio.run(serve_like())
+    assert len(seen) >= 3
+    assert all(loop is main for loop in seen)
