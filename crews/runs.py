@@ -509,9 +509,10 @@ def run_approve_plan(*, actor: Any, run: Run, edit: Any = None, version: int | N
     """
     from crews import plans
 
-    if run.status != S.AWAITING_APPROVAL or run.planning_plan is None:
+    run = Run.objects.select_for_update().get(pk=run.pk)  # a stop or the sweep cannot land meanwhile
+    if run.status != S.AWAITING_APPROVAL or run.planning_plan_id is None:
         raise Conflict(_("This run is not waiting for a plan approval."), code="not_waiting")
-    plan = Plan.objects.select_for_update().get(pk=run.planning_plan.pk)
+    plan = Plan.objects.select_for_update().get(pk=run.planning_plan_id)
     if edit is not None:
         if not isinstance(edit, dict):
             raise ValidationError({"plan": _("Send the plan edit as an object with its tasks.")})

@@ -14,6 +14,7 @@ from agents.models import Agent
 from crews import plans, runs
 from crews.models import FeedbackRequest, Plan, Run, ToolApproval
 from planner_site.api import api
+from planner_site.errors import Conflict
 from planner_site.tokens import token_create
 from tests.crews.api_helpers import (
     approve,
@@ -383,6 +384,20 @@ def test_a_resumed_run_lists_no_question_its_stopped_worker_asked(client, builde
     assert_error(client.post(f"/runs/{run.pk}/approvals/old", json={"approve": True}, user=builder),
                  404, "not_found")
     assert ToolApproval.objects.filter(run=run, approval_id="decided").exists()  # decisions stay
+
+
+def test_a_run_stopped_after_the_approval_was_read_is_not_approved(builder, crew, client):
+    run = working(client, builder, crew)
+    research, _report = crew.tasks.order_by("order")
+    plan = Plan.objects.create(crew=crew, status=Plan.Status.GENERATING, inputs=run.inputs)
+    plans.plan_store_draft(plan_id=plan.pk, steps={str(research.pk): ["a"]}, usage={}, task_ids=[research.pk])
+    runs.run_wait_for_plan_approval(run_id=run.pk, plan=Plan.objects.get(pk=plan.pk))
+    read = Run.objects.get(pk=run.pk)  # what the view read: awaiting approval
+    runs.run_cancel(actor=builder, run=read)  # then the stop lands
+
+    with pytest.raises(Conflict):
+        runs.run_approve_plan(actor=builder, run=read)
+    assert Plan.objects.get(pk=plan.pk).status == Plan.Status.DRAFT
 
 
 def test_approving_the_plan_of_a_run_that_is_not_waiting_is_a_conflict(client, builder, crew):
