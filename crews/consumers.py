@@ -44,6 +44,11 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 REPLAY_PAGE = 500
+# A socket that heard nothing for this long while its run works reads the database for events
+# it has not sent: a broadcast can be lost (a full channel, a Redis hiccup) and only a later
+# event would show the gap; for the last one there is none.
+IDLE_CATCH_UP_SECONDS = 5.0
+ENDS = frozenset({"run.succeeded", "run.failed", "run.cancelled"})  # nothing follows these
 
 
 @dataclass
@@ -112,6 +117,8 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
     # and leaving uncounts the socket only once (and if) it was counted.
     follow: asyncio.Future[bool] | None = None
     _leaving: asyncio.Future[None] | None = None  # the one leave of the groups, once started
+    ended = False  # the run's last event was sent: no catching up when idle
+    heard_at = 0.0  # the loop's time of the last live event (or catch-up)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Channels' ``AsyncConsumer.__call__`` with one reader per source, not a task per message.
@@ -141,12 +148,13 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
                     await self.dispatch(message)
 
         readers = [asyncio.ensure_future(read(receive)), asyncio.ensure_future(read(self.channel_receive))]
+        idle = asyncio.ensure_future(self._catch_up_when_idle(turn))
         try:
             done, _ = await asyncio.wait(readers, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for reader in readers:
-                reader.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
+            for task in (*readers, idle):
+                task.cancel()
+            await asyncio.gather(*readers, idle, return_exceptions=True)
             try:
                 await asyncio.shield(self.leave())  # shielded: a second cancel cannot cut it short
             except Exception:
@@ -155,6 +163,23 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
             error = None if reader.cancelled() else reader.exception()
             if error is not None and not isinstance(error, StopConsumer):
                 raise error
+
+    async def _catch_up_when_idle(self, turn: asyncio.Lock) -> None:
+        """While the run works, every ``IDLE_CATCH_UP_SECONDS`` without a live event, send what
+        the database has after ``last_sent``: the events whose broadcast was lost."""
+        loop = asyncio.get_running_loop()
+        self.heard_at = loop.time()
+        while not self.ended:
+            await asyncio.sleep(IDLE_CATCH_UP_SECONDS)
+            if loop.time() - self.heard_at < IDLE_CATCH_UP_SECONDS:
+                continue
+            async with turn:  # never amid a live event, the replay or a disconnect
+                if self.following and not self.ended:
+                    try:
+                        await self.catch_up()
+                    except Exception:  # noqa: BLE001 - the next quiet period tries again
+                        logger.warning("Run socket %s could not catch up", self.channel_name, exc_info=True)
+                self.heard_at = loop.time()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Live events go straight to ``run_event``, and the socket's own messages to their
@@ -244,6 +269,7 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
 
     async def run_event(self, message: dict[str, Any]) -> None:
         """A live event from the group (``run.event``)."""
+        self.heard_at = asyncio.get_running_loop().time()
         event: EventPayload = message["event"]
         text = message.get("text")
         seq = event["seq"]
@@ -262,6 +288,7 @@ class RunEventsConsumer(AsyncWebsocketConsumer):
         assert event["seq"] is not None
         await self.emit(event, text)
         self.last_sent = event["seq"]
+        self.ended = self.ended or event["type"] in ENDS
 
     # Formatting: one message per event --------------------------------------------------------
 

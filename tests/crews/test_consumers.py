@@ -183,6 +183,27 @@ async def test_a_gap_in_the_live_stream_is_filled_from_the_database(finished_run
     await communicator.disconnect()
 
 
+async def test_an_event_whose_broadcast_was_lost_arrives_once_the_socket_is_idle(builder, headers, monkeypatch):
+    """The last event has no later one to reveal the gap: a quiet socket reads the database."""
+    monkeypatch.setattr(consumers, "IDLE_CATCH_UP_SECONDS", 0.2)
+
+    @database_sync_to_async
+    def working_run() -> Run:
+        run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "tides"}, enqueue=False)
+        return runs.run_claim(run_id=run.pk, worker_id="w#1")
+
+    run = await working_run()
+    count = len(await stored(run))
+    communicator = await connect(f"/ws/api/runs/{run.pk}/", headers)
+    await receive_json(communicator, count)
+
+    lost = await store(run, "task.started", {"n": 1})  # stored; its broadcast never comes
+
+    assert await receive_json(communicator, 1) == [lost]
+    assert await communicator.receive_nothing(timeout=0.5)  # sent once, not on every quiet period
+    await communicator.disconnect()
+
+
 def hold_open(monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, asyncio.Event]:
     """Hold the connect's one hop (the checks, then the replay's read) until released: set
     ``started`` when it begins, wait for ``release`` to go on."""
