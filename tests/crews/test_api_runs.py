@@ -312,10 +312,9 @@ def test_stopping_a_working_run_is_idempotent(client, builder, crew):
 # People's answers ------------------------------------------------------------------------------
 
 
-def test_a_run_awaiting_approval_shows_its_plan_and_continues_with_the_edited_one(
-    client, builder, crew
-):
-    run = working(client, builder, crew)
+def awaiting_approval(client: TestClient, user: Any, crew: Any) -> tuple[Run, Plan]:
+    """A working run waiting for a person to approve the plan it drafted: Research a, b; Report c."""
+    run = working(client, user, crew)
     research, report = crew.tasks.order_by("order")
     plan = Plan.objects.create(crew=crew, status=Plan.Status.GENERATING, inputs=run.inputs)
     plans.plan_store_draft(
@@ -323,6 +322,14 @@ def test_a_run_awaiting_approval_shows_its_plan_and_continues_with_the_edited_on
         task_ids=[research.pk, report.pk],
     )  # fmt: skip
     runs.run_wait_for_plan_approval(run_id=run.pk, plan=Plan.objects.get(pk=plan.pk))
+    return run, plan
+
+
+def test_a_run_awaiting_approval_shows_its_plan_and_continues_with_the_edited_one(
+    client, builder, crew
+):
+    run, plan = awaiting_approval(client, builder, crew)
+    research, _report = crew.tasks.order_by("order")
     shown = client.get(f"/runs/{run.pk}", user=builder).json()
     assert (shown["status"], shown["pending"]["plan_id"]) == ("awaiting_approval", plan.pk)
     draft = client.get(f"/plans/{plan.pk}", user=builder).json()
@@ -343,14 +350,8 @@ def test_a_run_awaiting_approval_shows_its_plan_and_continues_with_the_edited_on
 
 
 def test_approving_a_runs_plan_that_changed_since_it_was_reviewed_is_a_conflict(client, builder, crew):
-    run = working(client, builder, crew)
-    research, report = crew.tasks.order_by("order")
-    plan = Plan.objects.create(crew=crew, status=Plan.Status.GENERATING, inputs=run.inputs)
-    plans.plan_store_draft(
-        plan_id=plan.pk, steps={str(research.pk): ["a", "b"], str(report.pk): ["c"]}, usage={},
-        task_ids=[research.pk, report.pk],
-    )  # fmt: skip
-    runs.run_wait_for_plan_approval(run_id=run.pk, plan=Plan.objects.get(pk=plan.pk))
+    run, plan = awaiting_approval(client, builder, crew)
+    _research, report = crew.tasks.order_by("order")
     reviewed = client.get(f"/plans/{plan.pk}", user=builder).json()  # version 1
     # Meanwhile someone else edits Report in the editor: version 2.
     plans.plan_update(actor=builder, plan=Plan.objects.get(pk=plan.pk), expected_version=1,
@@ -387,11 +388,7 @@ def test_a_resumed_run_lists_no_question_its_stopped_worker_asked(client, builde
 
 
 def test_a_run_stopped_after_the_approval_was_read_is_not_approved(builder, crew, client):
-    run = working(client, builder, crew)
-    research, _report = crew.tasks.order_by("order")
-    plan = Plan.objects.create(crew=crew, status=Plan.Status.GENERATING, inputs=run.inputs)
-    plans.plan_store_draft(plan_id=plan.pk, steps={str(research.pk): ["a"]}, usage={}, task_ids=[research.pk])
-    runs.run_wait_for_plan_approval(run_id=run.pk, plan=Plan.objects.get(pk=plan.pk))
+    run, plan = awaiting_approval(client, builder, crew)
     read = Run.objects.get(pk=run.pk)  # what the view read: awaiting approval
     runs.run_cancel(actor=builder, run=read)  # then the stop lands
 
