@@ -21,7 +21,16 @@ from agents.engine.runtime import ApprovalDecision, Cancelled, CancelToken
 from agents.engine.specs import Budget
 from agents.models import Agent
 from crews.engine.specs import CrewSpec, CrewTaskSpec
-from crews.models import Crew, FeedbackRequest, Run, RunEvent, RunTask, Task, ToolApproval
+from crews.models import (
+    RUN_WORKING,
+    Crew,
+    FeedbackRequest,
+    Run,
+    RunEvent,
+    RunTask,
+    Task,
+    ToolApproval,
+)
 from crews.realtime import EventPayload, broadcast
 
 logger = logging.getLogger(__name__)
@@ -122,14 +131,6 @@ _TASK_STATUS = {
 }
 
 
-# The states in which a run's worker owns it (``crews.runs.WORKING``): its engine's events are
-# stored only then, so nothing follows the event that ended the run.
-WORKING_STATES = (
-    Run.Status.PLANNING, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL, Run.Status.AWAITING_INPUT,
-    Run.Status.CANCELLING,
-)
-
-
 class RunNotWorking(Exception):
     """The run ended (or was taken for dead) while its worker still emitted events."""
 
@@ -146,7 +147,8 @@ def _take_seq_sql(vendor: str, usage: bool, returning: bool, working_only: bool 
         sets.append(f"{column['llm_calls']} = {column['llm_calls']} + 1")
     sql = f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(sets)} WHERE {column['id']} = %s"
     if working_only:
-        states = ", ".join(f"'{state}'" for state in WORKING_STATES)  # constants, not input
+        # The engine's events only while the run works (RUN_WORKING): nothing follows its end.
+        states = ", ".join(f"'{state}'" for state in sorted(RUN_WORKING))  # constants, not input
         sql += f" AND {column['status']} IN ({states})"
     if owned:
         sql += f" AND {column['worker_id']} = %s"

@@ -270,6 +270,14 @@ class Run(models.Model):
         return _("run %(id)s (%(status)s)") % {"id": self.pk, "status": self.status}
 
 
+# The states in which a worker owns a run (claimed, not ended or interrupted): only then may its
+# engine store events, and only then may the run end.
+RUN_WORKING = frozenset({
+    Run.Status.PLANNING, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL, Run.Status.AWAITING_INPUT,
+    Run.Status.CANCELLING,
+})
+
+
 class RunTask(models.Model):
     """One task's result within a run, with its usage roll-up."""
 

@@ -42,7 +42,7 @@ from crews.engine.interpolate import MissingInput
 from crews.engine.kickoff import run_crew
 from crews.engine.planner import CrewPlanError, draft_crew_plan
 from crews.engine.specs import CrewSpec
-from crews.models import Plan, Run, RunEvent, RunTask
+from crews.models import RUN_WORKING, Plan, Run, RunEvent, RunTask
 from planner_site.prepared import STAND_IN_ID, Prepared
 from planner_site.worker import default_worker_id, on_worker_stop, worker_stopping
 
@@ -156,7 +156,7 @@ def _stop_asked(run_id: int, owner: str) -> bool:
     if not row:
         return True
     cancel_requested, worker, status = row[0]
-    return bool(cancel_requested) or worker != owner or status not in runs.WORKING
+    return bool(cancel_requested) or worker != owner or status not in RUN_WORKING
 
 
 async def _watch(run_id: int, owner: str, token: CancelToken, followers: DeltaFollowers) -> None:

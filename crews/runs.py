@@ -20,7 +20,7 @@ from agents.models import Agent
 from crews import selectors
 from crews.bridge import crew_snapshot, emit_now, record_event
 from crews.engine.interpolate import find_placeholders, missing_inputs
-from crews.models import Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
+from crews.models import RUN_WORKING, Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
 from planner_site.audit import audit
 from planner_site.errors import Conflict, NotFound, TooMany
 from planner_site.prepared import STAND_IN_ID, STAND_IN_TIME, Prepared
@@ -251,7 +251,7 @@ def run_claim(*, run_id: int, worker_id: str) -> Run | None:
 def run_heartbeat(*, run_id: int, owner: str | None = None) -> bool:
     """Record that the run's worker is alive; returns whether it must stop: someone asked it
     to, or the run is no longer working under ``owner`` (its claim's worker id)."""
-    mine = Run.objects.filter(pk=run_id, status__in=WORKING)
+    mine = Run.objects.filter(pk=run_id, status__in=RUN_WORKING)
     if owner is not None:
         mine = mine.filter(worker_id=owner)
     if not mine.update(heartbeat_at=timezone.now()):
@@ -378,8 +378,6 @@ def run_cancel(*, actor: Any, run: Run) -> Run:
     return locked
 
 
-# The states a worker's run is in while the worker owns it: only these can finish.
-WORKING = frozenset({S.PLANNING, S.RUNNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT, S.CANCELLING})
 CUT_SHORT = gettext_noop("The run stopped before this task finished.")
 
 
@@ -389,58 +387,57 @@ def run_finish(*, run_id: int, status: str, output: str = "", error: str = "", o
     Only a working run ends, so a run ends once: one the sweep took for dead meanwhile (its
     worker was alive after all, but stalled) keeps the end the sweep gave it. A run a person
     asked to stop ends cancelled, even if its process was stopping too: interrupted would make
-    the stop a resumable pause. The task a run cut short is failed, or waits for the resume.
-    ``owner`` (the claim's worker id) ends it only if that execution still owns it.
+    the stop a resumable pause. ``owner`` (the claim's worker id) ends it only if that
+    execution still owns it.
     """
     with transaction.atomic():
         run = _LOCKED_RUN.one(Run, run=run_id)
         if run is None:
             raise Run.DoesNotExist(f"no run {run_id}")
-        if run.status not in WORKING or (owner is not None and run.worker_id != owner):
+        if run.status not in RUN_WORKING or (owner is not None and run.worker_id != owner):
             logger.warning("run %s is %s (by %s) already: not marking it %s", run_id, run.status,
                            run.worker_id, status)
             return
         if status == S.INTERRUPTED and run.status == S.CANCELLING:
             status = S.CANCELLED
-        event = {S.SUCCEEDED: "run.succeeded", S.FAILED: "run.failed", S.CANCELLED: "run.cancelled",
-                 S.INTERRUPTED: "run.interrupted"}[status]
         data = {"output": output} if status == S.SUCCEEDED else ({"error": error} if error else {})
-        run.status, run.output, run.error = status, output, error
-        fields = ["status", "output", "error"]
-        cut_short = RunTask.objects.filter(run_id=run_id, status=RunTask.Status.RUNNING)
-        if status == S.INTERRUPTED:  # as when the worker died: the task cut short waits for the resume
-            cut_short.update(status=RunTask.Status.WAITING)
-        else:
-            run.finished_at = timezone.now()
-            fields.append("finished_at")
-            cut_short.update(status=RunTask.Status.FAILED, error=error or CUT_SHORT)
-        run.save(update_fields=fields)
-        emit_now(run_id, event, data)
+        _end(run, status, data, output=output, error=error)
+
+
+def _end(run: Run, status: str, data: dict[str, Any], *, output: str = "", error: str = "") -> None:
+    """End ``run`` (locked, working) as ``status``: its row, the task it cut short (failed, or
+    waiting for the resume when interrupted) and the event that says so."""
+    event = {S.SUCCEEDED: "run.succeeded", S.FAILED: "run.failed", S.CANCELLED: "run.cancelled",
+             S.INTERRUPTED: "run.interrupted"}[status]
+    run.status, run.output, run.error = status, output, error
+    fields = ["status", "output", "error"]
+    cut_short = RunTask.objects.filter(run_id=run.pk, status=RunTask.Status.RUNNING)
+    if status == S.INTERRUPTED:
+        cut_short.update(status=RunTask.Status.WAITING)
+    else:
+        run.finished_at = timezone.now()
+        fields.append("finished_at")
+        cut_short.update(status=RunTask.Status.FAILED, error=error or CUT_SHORT)
+    run.save(update_fields=fields)
+    emit_now(run.pk, event, data)
 
 
 def run_mark_stale_interrupted(*, stale_after: float | None = None) -> list[int]:
-    """Runs whose worker stopped beating are interrupted (resumable); returns their ids."""
+    """Runs whose worker stopped beating are interrupted (resumable), or cancelled when a stop
+    was asked; returns their ids."""
     seconds = stale_after if stale_after is not None else settings.PLANNER_RUN_STALE_SECONDS
     cutoff = timezone.now() - timedelta(seconds=seconds)
-    active = [S.PLANNING, S.RUNNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT, S.CANCELLING]
-    ids = list(Run.objects.filter(status__in=active, heartbeat_at__lt=cutoff).values_list("pk", flat=True))
+    ids = list(Run.objects.filter(status__in=RUN_WORKING, heartbeat_at__lt=cutoff).values_list("pk", flat=True))
     marked = []
     for run_id in ids:
         with transaction.atomic():
             run = Run.objects.select_for_update().get(pk=run_id)
-            if run.status not in active or (run.heartbeat_at and run.heartbeat_at >= cutoff):
+            if run.status not in RUN_WORKING or (run.heartbeat_at and run.heartbeat_at >= cutoff):
                 continue
             if run.status == S.CANCELLING:
-                run.status, run.finished_at = S.CANCELLED, timezone.now()
-                run.save(update_fields=["status", "finished_at"])
-                RunTask.objects.filter(run=run, status=RunTask.Status.RUNNING).update(
-                    status=RunTask.Status.FAILED, error=CUT_SHORT)
-                emit_now(run_id, "run.cancelled", {"reason": gettext_noop("worker stopped")})
+                _end(run, S.CANCELLED, {"reason": gettext_noop("worker stopped")})
             else:
-                run.status = S.INTERRUPTED
-                run.save(update_fields=["status"])
-                RunTask.objects.filter(run=run, status=RunTask.Status.RUNNING).update(status=RunTask.Status.WAITING)
-                emit_now(run_id, "run.interrupted", {"reason": gettext_noop("the worker running it stopped")})
+                _end(run, S.INTERRUPTED, {"reason": gettext_noop("the worker running it stopped")})
             marked.append(run_id)
     return marked
 
