@@ -122,6 +122,12 @@ async def _first_pass(
 ) -> tuple[str, list[Message] | None]:
     # Imported here: these modules build on this one and are written alongside it.
     output: Any
+    if task.plan_steps:
+        # An approved crew plan binds every agent kind: its steps are the plan (ENGINE.md §2b).
+        from agents.engine.planning import run_approved_steps
+
+        output = await run_approved_steps(ctx, agent, task, scope=scope)
+        return _as_text(output), None
     if agent.agent_type == "plan_execute":
         from agents.engine.plan_execute import run_plan_execute
 

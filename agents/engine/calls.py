@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from agents.engine.llm import (
 )
 from agents.engine.runtime import CancelToken, Clock, EventEmitter, Usage
 from agents.engine.specs import Budget
+from agents.engine.transcript import call_record
 
 # litellm's ``timeout`` bounds the wait between chunks of a streamed answer, but the whole answer
 # when unstreamed. A request the stream gate unstreams would otherwise have its LLM's timeout (60 s
@@ -35,14 +37,34 @@ UNSTREAMED_TIMEOUT_SECONDS = 600.0
 MIN_ANSWER_TOKENS = 16
 
 
-class BudgetExceeded(Exception):
-    """A limit would be passed by the next call; the run stops and keeps its partial results."""
+# The answer tokens a call is assumed to be able to take when neither the request nor its LLM
+# caps them: what a cost budget prices the next answer at before the call.
+DEFAULT_MAX_COMPLETION_TOKENS = 4096
 
-    def __init__(self, limit: str, used: float, allowed: float) -> None:
-        super().__init__(f"budget exceeded: {limit} used {used:g} of {allowed:g}")
+
+def _usd(amount: float) -> str:
+    """US dollars to the hundredth of a cent (a smaller amount to its first digits)."""
+    return f"${amount:.4f}" if amount == 0 or amount >= 0.0001 else f"${amount:.8f}".rstrip("0")
+
+
+class BudgetExceeded(Exception):
+    """A limit would be passed by the next call; the run stops and keeps its partial results.
+
+    ``used`` is what was used; ``next_call`` (cost only) what the call refused could have cost.
+    """
+
+    def __init__(self, limit: str, used: float, allowed: float, *, next_call: float | None = None) -> None:
+        if limit == "max_cost_usd":
+            message = f"budget exceeded: {limit} used {_usd(used)} of {_usd(allowed)}"
+            if next_call is not None:
+                message += f"; the next call could cost up to {_usd(next_call)}"
+        else:
+            message = f"budget exceeded: {limit} used {used:g} of {allowed:g}"
+        super().__init__(message)
         self.limit = limit
         self.used = used
         self.allowed = allowed
+        self.next_call = next_call
 
 
 class RateLimiter:
@@ -93,7 +115,14 @@ class BudgetScope:
     name: str = "crew"
 
 
-def check_budget(scope: BudgetScope, *, next_input_tokens: int = 0, tool_call: bool = False) -> None:
+def check_budget(scope: BudgetScope, *, next_input_tokens: int = 0, next_cost: float | None = None,
+                 tool_call: bool = False) -> None:
+    """Raise ``BudgetExceeded`` when the next call (or tool call) could pass a limit of ``scope``.
+
+    ``next_cost`` is the next call's worst case in US dollars (``LLMCaller.worst_cost``): a cost
+    budget is a hard cap, so a call that could cross it is not made. Unknown (a model without
+    prices), only a budget already spent stops the call.
+    """
     b, u = scope.budget, scope.usage
     if tool_call:
         if b.max_tool_calls is not None and u.tool_calls + 1 > b.max_tool_calls:
@@ -106,6 +135,8 @@ def check_budget(scope: BudgetScope, *, next_input_tokens: int = 0, tool_call: b
         raise BudgetExceeded("max_tokens", u.total_tokens + next_input_tokens, b.max_tokens)
     if b.max_cost_usd is not None and u.cost_usd >= b.max_cost_usd:
         raise BudgetExceeded("max_cost_usd", round(u.cost_usd, 6), b.max_cost_usd)
+    if b.max_cost_usd is not None and next_cost is not None and u.cost_usd + next_cost > b.max_cost_usd:
+        raise BudgetExceeded("max_cost_usd", round(u.cost_usd, 6), b.max_cost_usd, next_call=round(next_cost, 6))
     if b.max_input_tokens is not None and u.prompt_tokens + next_input_tokens > b.max_input_tokens:
         raise BudgetExceeded("max_input_tokens", u.prompt_tokens + next_input_tokens, b.max_input_tokens)
 
@@ -129,6 +160,34 @@ def estimate_tokens(request: LLMRequest) -> int:
     """A cheap upper-ish estimate (4 characters a token) used only for the input-token budget."""
     chars = sum(len(str(m.get("content") or "")) for m in request.messages)
     return chars // 4 + 1
+
+
+def max_completion_tokens(request: LLMRequest, cap: int | None = None) -> int:
+    """The most tokens the answer to ``request`` may take: the least of the request's cap, the
+    token budget's ``cap`` and the LLM's own ``max_tokens`` / ``max_completion_tokens`` param
+    (the gateway sends the least of them), else ``DEFAULT_MAX_COMPLETION_TOKENS``."""
+    params = request.llm.params
+    caps: list[int] = [
+        n for n in (request.max_tokens, cap, params.get("max_tokens"), params.get("max_completion_tokens"))
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0
+    ]
+    return min(caps) if caps else DEFAULT_MAX_COMPLETION_TOKENS
+
+
+def estimate_prompt_tokens(request: LLMRequest) -> int:
+    """The prompt's tokens for pricing it before the call: 4 characters a token, rounded up,
+    counting what ``estimate_tokens`` leaves out (tool calls in the messages, the tools' schemas).
+
+    A tokenizer would count closer but costs a whole encoding of the prompt on every call.
+    """
+    chars = 0
+    for message in request.messages:
+        chars += len(str(message.get("content") or ""))
+        for call in message.get("tool_calls") or ():
+            chars += len(json.dumps(call, ensure_ascii=False))
+    if request.tools:
+        chars += len(json.dumps(request.tools, ensure_ascii=False))
+    return -(-chars // 4)
 
 
 @dataclass
@@ -166,14 +225,38 @@ class LLMCaller:
             found.append(extra)
         return found
 
-    async def check(self, extra: BudgetScope | None = None, *, next_input_tokens: int = 0, tool_call: bool = False) -> None:
-        """Raise ``BudgetExceeded`` (after emitting ``budget.exceeded``) if a scope is spent."""
+    async def check(self, extra: BudgetScope | None = None, *, next_input_tokens: int = 0,
+                    next_cost: float | None = None, tool_call: bool = False) -> None:
+        """Raise ``BudgetExceeded`` (after emitting ``budget.exceeded``) if a scope is spent, or
+        the next call (``next_cost``, its worst case) could pass a scope's cost budget."""
         for scope in self.scopes(extra):
             try:
-                check_budget(scope, next_input_tokens=next_input_tokens, tool_call=tool_call)
+                check_budget(scope, next_input_tokens=next_input_tokens, next_cost=next_cost, tool_call=tool_call)
             except BudgetExceeded as exc:
-                await self.emit("budget.exceeded", {"limit": exc.limit, "used": exc.used, "allowed": exc.allowed})
+                data: dict[str, Any] = {"limit": exc.limit, "used": exc.used, "allowed": exc.allowed}
+                if exc.next_call is not None:
+                    data["next_call_usd"] = exc.next_call
+                await self.emit("budget.exceeded", data)
                 raise
+
+    async def worst_cost(self, request: LLMRequest, extra: BudgetScope | None, input_tokens: int) -> float | None:
+        """The most ``request`` could cost in US dollars: its prompt and its longest answer
+        (``max_completion_tokens``) at the LLM's prices, or the gateway's (``prices``) for an LLM
+        without its own. None when no scope has a cost budget or the price is unknown."""
+        scopes = self.scopes(extra)
+        if all(s.budget.max_cost_usd is None for s in scopes):
+            return None  # nothing to price it for
+        llm = request.llm
+        if llm.input_price_per_1k is not None or llm.output_price_per_1k is not None:
+            prices: tuple[float, float] | None = (
+                (llm.input_price_per_1k or 0.0) / 1000, (llm.output_price_per_1k or 0.0) / 1000)
+        else:
+            lookup = getattr(self.gateway, "prices", None)  # optional: ``llm.PriceList``
+            prices = await lookup(llm) if lookup is not None else None
+        if prices is None:
+            return None
+        answer = max_completion_tokens(request, completion_cap(scopes, input_tokens))
+        return estimate_prompt_tokens(request) * prices[0] + answer * prices[1]
 
     async def call(
         self,
@@ -183,8 +266,13 @@ class LLMCaller:
         scope: BudgetScope | None = None,
         on_delta: DeltaCallback | None = None,
     ) -> LLMResponse:
-        """Send ``request`` once, retrying retryable errors up to ``llm.max_retries`` times."""
+        """Send ``request`` once, retrying retryable errors up to ``llm.max_retries`` times.
+
+        Each attempt's ``llm.completed`` or ``llm.failed`` carries what it sent and got back
+        (``Event.call``) when the sink keeps LLM calls; else no record is built.
+        """
         llm = request.llm
+        keep = self.emit.keeps_llm_calls
         attempts = llm.max_retries + 1
         limiters = [
             limiter
@@ -194,7 +282,8 @@ class LLMCaller:
         for attempt in range(1, attempts + 1):
             self.cancel.raise_if_cancelled()
             input_tokens = estimate_tokens(request)
-            await self.check(scope, next_input_tokens=input_tokens)
+            await self.check(scope, next_input_tokens=input_tokens,
+                             next_cost=await self.worst_cost(request, scope, input_tokens))
             for limiter in limiters:
                 await limiter.acquire(self.cancel)
             self.cancel.raise_if_cancelled()
@@ -211,7 +300,7 @@ class LLMCaller:
                 await self.emit(
                     "llm.failed",
                     {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": retrying, "attempt": attempt},
-                    step_id=step_id,
+                    step_id=step_id, call=call_record(sent, error=str(exc)) if keep else None,
                 )
                 if not retrying:
                     raise
@@ -222,7 +311,7 @@ class LLMCaller:
                 await self.emit(
                     "llm.failed",
                     {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": False, "attempt": attempt},
-                    step_id=step_id,
+                    step_id=step_id, call=call_record(sent, error=str(exc)) if keep else None,
                 )
                 raise
             latency_ms = response.latency_ms or int((self.clock.monotonic() - started) * 1000)
@@ -243,7 +332,7 @@ class LLMCaller:
                     "cost_usd": response.cost_usd,
                     "latency_ms": latency_ms,
                 },
-                step_id=step_id,
+                step_id=step_id, call=call_record(sent, response) if keep else None,
             )
             return response
         raise AssertionError("unreachable")  # pragma: no cover

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from agents.engine import transcript
 from agents.engine.demo import DEMO_MODEL, DemoGateway
 from agents.engine.llm import (
     ContextLengthError,
@@ -49,8 +50,6 @@ _RESERVED_PARAMS = frozenset(
 _MAX_ERROR_CHARS = 1000
 _TOOLS_WORDS = ("tool", "function")
 _UNSUPPORTED_WORDS = ("not support", "unsupported", "doesn't support", "not enabled")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[^\s'\",}]+")
-_OPENAI_STYLE_KEY = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")
 
 
 def _litellm() -> ModuleType:
@@ -98,6 +97,9 @@ class LiteLLMGateway:
     ``CancelToken`` cancels the task awaiting ``complete``, which closes the HTTP request.
     """
 
+    def __init__(self) -> None:
+        self._prices: dict[str, tuple[float, float] | None] = {}
+
     async def complete(
         self, request: LLMRequest, *, on_delta: DeltaCallback | None = None
     ) -> LLMResponse:
@@ -116,6 +118,18 @@ class LiteLLMGateway:
             saw_usage = getattr(raw, "usage", None) is not None
         latency_ms = int((time.perf_counter() - started) * 1000)
         return self._response(litellm, raw, request, latency_ms, saw_usage)
+
+    async def prices(self, llm: LLMSpec) -> tuple[float, float] | None:
+        """``PriceList``: litellm's (bundled) price map, per token; None for a model not in it."""
+        if llm.model not in self._prices:
+            litellm = await _litellm_loaded()
+            try:
+                info = litellm.get_model_info(model=llm.model)
+                found = (float(info["input_cost_per_token"] or 0.0), float(info["output_cost_per_token"] or 0.0))
+            except Exception:  # noqa: BLE001 - unknown models have no price
+                found = None
+            self._prices[llm.model] = found  # the map is read once per model (~1 ms a look-up)
+        return self._prices[llm.model]
 
     def _kwargs(self, request: LLMRequest, secret: str | None) -> dict[str, Any]:
         llm = request.llm
@@ -252,6 +266,11 @@ class RoutingGateway:
     ) -> LLMResponse:
         return await self.route(request.llm).complete(request, on_delta=on_delta)
 
+    async def prices(self, llm: LLMSpec) -> tuple[float, float] | None:
+        """``PriceList``: the routed gateway's prices, if it tells any."""
+        lookup = getattr(self.route(llm), "prices", None)
+        return await lookup(llm) if lookup is not None else None
+
 
 def response_format(schema: Mapping[str, Any], purpose: str = "response") -> dict[str, Any]:
     """OpenAI's ``json_schema`` response format for a bare JSON schema.
@@ -338,10 +357,7 @@ def _cost(
 
 def scrub(text: str, secret: str | None) -> str:
     """``text`` without the key, bearer tokens or anything shaped like an OpenAI key."""
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "[redacted]")
-    text = _BEARER.sub(r"\1[redacted]", text)
-    return _OPENAI_STYLE_KEY.sub("sk-[redacted]", text)
+    return transcript.scrub(text, (secret,) if secret else ())
 
 
 def _map_error(litellm: ModuleType, exc: Exception, secret: str | None) -> LLMError:

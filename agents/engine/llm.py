@@ -64,6 +64,14 @@ class Gateway(Protocol):
     ) -> LLMResponse: ...
 
 
+class PriceList(Protocol):
+    """What a gateway may also tell: a model's US dollars per prompt token and per completion
+    token (None: it does not know). ``LLMCaller`` prices a call with it before making it when a
+    cost budget applies and the LLM has no prices of its own."""
+
+    async def prices(self, llm: LLMSpec) -> tuple[float, float] | None: ...
+
+
 class LLMError(Exception):
     """A call failed for good. The message is safe to show: it never contains a key."""
 

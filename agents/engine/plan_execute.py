@@ -9,7 +9,7 @@ from agents.engine.calls import BudgetExceeded, BudgetScope
 from agents.engine.llm import LLMError, LLMRequest, LLMResponse, Message
 from agents.engine.planning import agent_scope, extract_json_array
 from agents.engine.prompts import PromptBook
-from agents.engine.react import build_task_messages, run_react_loop
+from agents.engine.react import build_task_messages, run_react_loop, task_description
 from agents.engine.runtime import Cancelled, RunContext
 from agents.engine.specs import AgentSpec, TaskSpec
 
@@ -89,7 +89,7 @@ async def run_plan_execute(
     log = ""
     for index, step in enumerate(steps):
         try:
-            output = await _run_step(ctx, agent, book, system, step, log, scope)
+            output = await _run_step(ctx, agent, task, book, system, step, log, scope)
         except (PlanExecuteError, Cancelled, BudgetExceeded) as exc:
             reason = "cancelled" if isinstance(exc, Cancelled) else str(exc)
             # A failed step has its step.completed; one stopped midway ends skipped with the rest.
@@ -101,7 +101,10 @@ async def run_plan_execute(
                     step_id=later.id,
                 )
             raise
-        log += f"Step {step.number} ({step.action}):\n{output}\n\n"
+        block = book.render(
+            "step_result", number=step.number, description=step.action, result=output
+        )
+        log += f"{block}\n\n"
 
     aggregate = book.render(
         "plan_execute_aggregate", description=task.description, step_outputs=log.rstrip()
@@ -121,6 +124,7 @@ async def run_plan_execute(
 async def _run_step(
     ctx: RunContext,
     agent: AgentSpec,
+    task: TaskSpec,
     book: PromptBook,
     system: str,
     step: PlanExecuteStep,
@@ -132,8 +136,15 @@ async def _run_step(
         {"step_id": step.id, "number": step.number, "description": step.action},
         step_id=step.id,
     )
+    # The seed keeps the task in its conversation memory; a fresh conversation restates it.
     text = book.render(
-        "plan_execute_step", number=step.number, action=step.action, log=log.rstrip() or "(none)"
+        "plan_execute_step",
+        description=task_description(task, book),
+        expected_output=task.expected_output,
+        context="\n\n".join(task.context) if task.context else book.render("none"),
+        number=step.number,
+        action=step.action,
+        log=log.rstrip() or book.render("nothing"),
     )
     messages: list[Message] = [{"role": "user", "content": text}]
     if system:

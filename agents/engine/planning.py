@@ -13,7 +13,7 @@ from typing import Any, Literal
 from agents.engine.calls import BudgetExceeded, BudgetScope
 from agents.engine.llm import LLMError, LLMRequest, LLMResponse, Message, ToolsUnsupportedError
 from agents.engine.prompts import PromptBook, PromptError, render
-from agents.engine.react import build_task_messages, run_react_loop
+from agents.engine.react import build_task_messages, run_react_loop, task_description
 from agents.engine.runtime import Cancelled, RunContext, Usage
 from agents.engine.specs import (
     PLAN_PROMPT_PLACEHOLDERS,
@@ -304,21 +304,23 @@ def parse_plan_response(response: LLMResponse) -> DraftPlan:
     return parse_plan_text(response.content)
 
 
-def _steps_as_text(steps: Iterable[DraftStep | PlanStep]) -> str:
+def _steps_as_text(steps: Iterable[DraftStep | PlanStep], book: PromptBook | None = None) -> str:
+    book = book or PromptBook()
     lines = []
     for step in steps:
         line = f"{step.number}. {step.description}"
         if step.tool:
-            line += f" (tool: {step.tool})"
+            line += " " + book.render("plan_step_tool", tool=step.tool)
         if step.depends_on:
-            line += f" (after step {', '.join(str(d) for d in step.depends_on)})"
+            after = ", ".join(str(d) for d in step.depends_on)
+            line += " " + book.render("plan_step_after", steps=after)
         lines.append(line)
     return "\n".join(lines)
 
 
-def plan_as_text(draft: DraftPlan) -> str:
+def plan_as_text(draft: DraftPlan, book: PromptBook | None = None) -> str:
     """The summary and its numbered steps: what refinement, replanning and the fallback see."""
-    listing = _steps_as_text(draft.steps)
+    listing = _steps_as_text(draft.steps, book)
     if not listing or listing == draft.text:
         return draft.text
     return f"{draft.text}\n\n{listing}" if draft.text else listing
@@ -462,6 +464,9 @@ class PlanAndAct:
         self.replans = 0
         self.tools: dict[str, ToolRef] = {t.name: t for t in agent.tools}
         self.semaphore = asyncio.Semaphore(MAX_PARALLEL_STEPS)
+        # A ReAct or plan-execute agent bound to approved steps answers in its last step, as it
+        # would have answered in its one loop: no synthesis call after a plan that ran through.
+        self.last_step_answers = False
 
     # -- prompt values -------------------------------------------------------------------------
 
@@ -472,16 +477,13 @@ class PlanAndAct:
 
     @property
     def description(self) -> str:
-        # An approved crew plan travels with the task; the agent's planner and steps see it too.
-        if not self.task.plan_steps:
-            return self.task.description
-        listing = "\n".join(f"{i}. {s}" for i, s in enumerate(self.task.plan_steps, start=1))
-        return f"{self.task.description}\n\nPlan for this task:\n{listing}"
+        # An approved crew plan travels with the task; every step sees the whole plan as context.
+        return task_description(self.task, self.book)
 
     def tools_text(self) -> str:
         """Names, descriptions and argument schemas (ours: upstream sends names only)."""
         if not self.tools:
-            return "No tools available"
+            return self.book.render("no_tools")
         registry = self.ctx.tools if self.ctx.tools is not None else default_registry()
         return registry.describe(self.tools)
 
@@ -564,7 +566,7 @@ class PlanAndAct:
         limit = self.config.max_attempts_effective
         while not draft.ready and attempt < limit:
             attempt += 1
-            current = plan_as_text(draft)
+            current = plan_as_text(draft, self.book)
             try:
                 refine = self.refine_message(current)
             except PromptError as exc:
@@ -661,6 +663,8 @@ class PlanAndAct:
     # -- entry -------------------------------------------------------------------------------
 
     async def run(self) -> str:
+        if self.task.plan_steps:
+            return await self.run_bound()
         try:
             first = self.plan_message()
             self.system_message()  # a broken system template fails here, before any call
@@ -671,8 +675,31 @@ class PlanAndAct:
         if draft is None:
             return await self.fallback("")
         if not draft.ready or not steps:
-            return await self.fallback(plan_as_text(draft))
+            return await self.fallback(plan_as_text(draft, self.book))
         self.steps = steps
+        try:
+            stopped_because = await self.execute()
+        except (Cancelled, BudgetExceeded) as exc:
+            await self.skip_unfinished("cancelled" if isinstance(exc, Cancelled) else str(exc))
+            raise
+        await self.skip_unfinished(stopped_because)
+        return await self.answer()
+
+    async def run_bound(self) -> str:
+        """ENGINE.md §2b: the approved crew plan is the plan. No planning call is made; each
+        approved step runs in order (ids = the plan's stable ids), seeing every earlier step's
+        result, and ``on_step_failure`` says how far the agent may depart from it."""
+        self.steps = [
+            PlanStep(id=s.id, number=n, description=s.text, depends_on=tuple(range(1, n)))
+            for n, s in enumerate(self.task.plan_steps, start=1)
+        ]
+        await self.emit(
+            "agent_plan.bound",
+            {
+                "on_step_failure": self.task.on_step_failure,
+                "steps": [s.as_data() for s in self.steps],
+            },
+        )
         try:
             stopped_because = await self.execute()
         except (Cancelled, BudgetExceeded) as exc:
@@ -683,7 +710,7 @@ class PlanAndAct:
 
     async def fallback(self, plan_text: str) -> str:
         """The plain ReAct loop, with the plan text kept in the prompt (ours)."""
-        extra = f"Plan:\n{plan_text}" if plan_text else ""
+        extra = self.book.render("fallback_plan", plan=plan_text) if plan_text else ""
         messages = build_task_messages(self.ctx, self.agent, self.task, extra=extra)
         result = await run_react_loop(
             self.ctx, self.agent, messages, max_iter=self.agent.max_iter, scope=self.scope
@@ -725,18 +752,30 @@ class PlanAndAct:
             if decision.goal_achieved:
                 done = sum(1 for s in self.steps if s.done)
                 left = sum(1 for s in self.steps if s.status == "pending")
+                if self.task.plan_steps:
+                    pending = [s.description for s in self.steps if s.status == "pending"]
+                    await self.deviated("the goal was achieved early", pending, [])
                 await self.emit(
                     "agent_plan.goal_achieved", {"steps_done": done, "steps_left": left}
                 )
                 return "the goal was already achieved"
             if decision.replan_reason is not None:
                 if self.replans >= self.config.max_replans:
+                    if self.task.plan_steps:
+                        await self.warn(
+                            f"a new plan was wanted ({decision.replan_reason}) but max_replans "
+                            f"({self.config.max_replans}) is reached: the approved steps go on"
+                        )
+                        continue
                     await self.warn(
                         f"a replan was asked for ({decision.replan_reason}) but max_replans "
                         f"({self.config.max_replans}) is reached: finishing with what exists"
                     )
                     return "max_replans reached"
-                await self.replan(decision.replan_reason)
+                if self.task.plan_steps and self.task.on_step_failure == "ask":
+                    await self.ask_for_new_steps(decision.replan_reason)
+                else:
+                    await self.replan(decision.replan_reason)
         return "not executed"
 
     async def run_step(self, step: PlanStep) -> None:
@@ -794,23 +833,32 @@ class PlanAndAct:
 
     def step_messages(self, step: PlanStep) -> list[Message]:
         """A fresh conversation: persona, task, earlier tasks' outputs, the step, its inputs."""
+        book = self.book
         by_number = {s.number: s for s in self.steps}
         blocks = []
         for number in step.depends_on:
             dep = by_number[number]
-            state = "" if dep.status == "completed" else f" — FAILED: {dep.error or 'see result'}"
-            blocks.append(f"Step {number} ({dep.description}){state}:\n{dep.result or '(none)'}")
-        current = f"Step {step.number}: {step.description}"
+            values = {
+                "number": number,
+                "description": dep.description,
+                "error": dep.error or dep.outcome,
+                "result": dep.result or book.render("nothing"),
+            }
+            key = "step_result" if dep.status == "completed" else "step_dependency_failed"
+            blocks.append(book.render(key, **values))
+        current = book.render("step_current", number=step.number, description=step.description)
         if step.tool:
-            current += f"\nUse the tool: {step.tool}"
-        context = "\n\n".join(self.task.context) if self.task.context else "None."
-        text = self.book.render(
+            current += "\n" + book.render("step_tool", tool=step.tool)
+        if self.last_step_answers and step is self.steps[-1]:
+            current += "\n\n" + book.render("step_last")
+        none = book.render("none")
+        text = book.render(
             "step_executor",
             **self.persona,
             description=self.description,
             expected_output=self.task.expected_output,
-            context=context,
-            dependency_results="\n\n".join(blocks) if blocks else "None.",
+            context="\n\n".join(self.task.context) if self.task.context else none,
+            dependency_results="\n\n".join(blocks) if blocks else none,
             step=current,
         )
         # ReAct's system prompt: the answer format, and the tool protocol in text mode.
@@ -822,16 +870,22 @@ class PlanAndAct:
         heuristic = Observation(success=step.outcome == "completed", learned=step.error or "")
         if not self.config.llm_observes:
             return heuristic
+        book = self.book
         remaining = [s for s in self.steps if s.status == "pending"]
+        done = sorted((s for s in self.steps if s.done and s is not step), key=lambda s: s.number)
         outcome = step.outcome if step.error is None else f"{step.outcome} — {step.error}"
         try:
-            prompt = self.book.render(
+            prompt = book.render(
                 "observe",
                 description=self.description,
                 expected_output=self.task.expected_output,
-                step=f"Step {step.number}: {step.description}\nOutcome: {outcome}",
-                result=step.result or "(no result)",
-                remaining_steps=_steps_as_text(remaining) or "None.",
+                # Upstream's cut: earlier results in short, the step under review in full.
+                completed_steps="\n\n".join(_result_block(s, book, clip=200) for s in done)
+                or book.render("none"),
+                step=book.render("step_current", number=step.number, description=step.description),
+                outcome=outcome,
+                result=step.result or book.render("no_result"),
+                remaining_steps=_steps_as_text(remaining, book) or book.render("none"),
             )
             request = LLMRequest(
                 llm=self.plan_llm,
@@ -862,7 +916,18 @@ class PlanAndAct:
             {"step_id": step.id, "number": step.number, **seen.as_data()},
             step_id=step.id,
         )
+        if self.task.plan_steps:
+            await self.decide_bound(step, seen, decision)
+            return
         effort = self.config.reasoning_effort
+        if effort == "low" and self.config.observe_steps is True and not decision.goal_achieved:
+            # Seed 002: an LLM review that judges a failed step in need of a new plan is heeded
+            # at low effort too; low never replans on its own judgement.
+            if not seen.success and seen.needs_replan and decision.replan_reason is None:
+                decision.replan_reason = (
+                    seen.replan_reason or f"step {step.number} did not complete successfully"
+                )
+            return
         if effort == "low" or decision.goal_achieved:
             return
         reason = seen.replan_reason or f"step {step.number} did not complete successfully"
@@ -877,6 +942,120 @@ class PlanAndAct:
                 decision.replan_reason = reason
         elif seen.refinements:
             await self.refine_pending(seen.refinements, step)
+
+    async def decide_bound(self, step: PlanStep, seen: Observation, decision: _Decision) -> None:
+        """What a failed step or a review may change in an approved plan (ENGINE.md §2b).
+
+        ``continue`` changes nothing: the approved steps all run, failures are marked. ``ask``
+        and ``adapt`` want new steps for the rest when a step failed or the review asks for a
+        new plan (``ask`` proposes them to a person, ``adapt`` adopts them); ``adapt`` also
+        takes the review's refinements and its "goal achieved", each shown as a deviation.
+        """
+        policy = self.task.on_step_failure
+        if policy == "continue" or decision.goal_achieved:
+            return
+        if not seen.success or seen.needs_replan:
+            if decision.replan_reason is None:
+                decision.replan_reason = (
+                    seen.replan_reason or f"step {step.number} did not complete successfully"
+                )
+            return
+        if policy != "adapt":
+            return
+        if seen.goal_achieved:
+            decision.goal_achieved = True
+        elif seen.refinements:
+            before = [s.description for s in self.steps if s.status == "pending"]
+            await self.refine_pending(seen.refinements, step)
+            after = [s.description for s in self.steps if s.status == "pending"]
+            if after != before:
+                await self.deviated(f"refined after step {step.number}", before, after)
+
+    async def deviated(
+        self, reason: str, before: list[str], after: list[str], *, approved: bool = False
+    ) -> None:
+        """The run departs from the approved plan; the page shows it as a diff."""
+        await self.emit(
+            "crew_plan.deviated",
+            {"reason": reason, "before": before, "after": after, "approved_by_person": approved},
+        )
+
+    async def propose_steps(self, reason: str) -> list[PlanStep] | None:
+        """A new plan for the remaining work (the replan prompt), not yet adopted."""
+        self.replans += 1
+        kept = [s for s in self.steps if s.done]
+        await self.emit(
+            "agent_plan.replanned",
+            {
+                "reason": reason,
+                "count": self.replans,
+                "kept_steps": sum(1 for s in kept if s.status == "completed"),
+                "kept_step_ids": [s.id for s in kept],
+            },
+        )
+        completed = [s for s in kept if s.status == "completed"]
+        failed = [s for s in kept if s.status == "failed"]
+        book = self.book
+        try:
+            first: Message = {
+                "role": "user",
+                "content": self.book.render(
+                    "replan",
+                    **self.persona,
+                    description=self.description,
+                    expected_output=self.task.expected_output,
+                    tools=self.tools_text(),
+                    completed="\n\n".join(_result_block(s, book) for s in completed)
+                    or book.render("none"),
+                    failed="\n\n".join(_result_block(s, book) for s in failed)
+                    or book.render("none"),
+                    reason=reason,
+                    max_steps=self.config.max_steps,
+                ),
+            }
+        except PromptError as exc:
+            await self.emit("agent_plan.failed", {"error": f"replan prompt: {exc}"})
+            return None
+        draft, steps = await self.make_plan(first, purpose="replan", replan=self.replans)
+        if draft is None or not draft.ready or not steps:
+            return None
+        return steps
+
+    async def replace_pending(self, steps: list[PlanStep], reason: str) -> None:
+        for old in self.steps:
+            if old.status == "pending":
+                old.status = "skipped"
+                await self.emit(
+                    "step.skipped",
+                    {"step_id": old.id, "number": old.number, "reason": reason},
+                    step_id=old.id,
+                )
+        self.steps.extend(steps)
+
+    async def ask_for_new_steps(self, reason: str) -> None:
+        """``ask``: the agent proposes the remaining steps, a person edits and approves them
+        (the run waits), and the steps approved replace the pending ones."""
+        before = [s.description for s in self.steps if s.status == "pending"]
+        proposed = await self.propose_steps(reason)
+        texts = [s.description for s in proposed] if proposed else before
+        if proposed is None:
+            await self.warn("the agent proposed no usable steps: the remaining steps are proposed as they are")
+        approved = await self.ctx.cancel.race(
+            self.ctx.human.request_plan_change(
+                task_key=self.task.key,
+                reason=reason,
+                done_step_ids=[s.id for s in self.steps if s.done],
+                proposed=texts,
+            )
+        )
+        first = max((s.number for s in self.steps), default=0) + 1
+        done = tuple(s.number for s in self.steps if s.done)
+        new = [
+            PlanStep(id=a.id, number=first + i, description=a.text, depends_on=done + tuple(range(first, first + i)))
+            for i, a in enumerate(approved)
+        ]
+        await self.replace_pending(new, "replaced by the steps a person approved")
+        await self.deviated(reason, before, [s.description for s in new], approved=True)
 
     async def refine_pending(
         self, refinements: Sequence[Mapping[str, Any]], after: PlanStep
@@ -897,50 +1076,14 @@ class PlanAndAct:
             )
 
     async def replan(self, reason: str) -> None:
-        self.replans += 1
-        kept = [s for s in self.steps if s.done]
-        await self.emit(
-            "agent_plan.replanned",
-            {
-                "reason": reason,
-                "count": self.replans,
-                "kept_steps": sum(1 for s in kept if s.status == "completed"),
-                "kept_step_ids": [s.id for s in kept],
-            },
-        )
-        completed = [s for s in kept if s.status == "completed"]
-        failed = [s for s in kept if s.status == "failed"]
-        try:
-            first: Message = {
-                "role": "user",
-                "content": self.book.render(
-                    "replan",
-                    **self.persona,
-                    description=self.description,
-                    expected_output=self.task.expected_output,
-                    tools=self.tools_text(),
-                    completed="\n\n".join(_result_block(s) for s in completed) or "None.",
-                    failed="\n\n".join(_result_block(s) for s in failed) or "None.",
-                    reason=reason,
-                    max_steps=self.config.max_steps,
-                ),
-            }
-        except PromptError as exc:
-            await self.emit("agent_plan.failed", {"error": f"replan prompt: {exc}"})
-            return
-        draft, steps = await self.make_plan(first, purpose="replan", replan=self.replans)
-        if draft is None or not draft.ready or not steps:
+        before = [s.description for s in self.steps if s.status == "pending"]
+        steps = await self.propose_steps(reason)
+        if steps is None:
             await self.warn("replanning gave no usable plan: the current plan goes on")
             return
-        for old in self.steps:
-            if old.status == "pending":
-                old.status = "skipped"
-                await self.emit(
-                    "step.skipped",
-                    {"step_id": old.id, "number": old.number, "reason": "replaced by a new plan"},
-                    step_id=old.id,
-                )
-        self.steps.extend(steps)
+        await self.replace_pending(steps, "replaced by a new plan")
+        if self.task.plan_steps:
+            await self.deviated(reason, before, [s.description for s in steps])
 
     # -- the answer ----------------------------------------------------------------------------
 
@@ -962,16 +1105,17 @@ class PlanAndAct:
             last is not None
             and last.status == "completed"
             and self.task.output_json_schema is None
-            and is_full_answer(last)
+            and (is_full_answer(last) or (self.last_step_answers and last is self.steps[-1]))
         ):
             return last.result
-        blocks = "\n\n".join(_result_block(s) for s in sorted(executed, key=lambda s: s.number))
+        ordered = sorted(executed, key=lambda s: s.number)
+        blocks = "\n\n".join(_result_block(s, self.book) for s in ordered)
         prompt = self.book.render(
             "synthesis",
             **self.persona,
             description=self.description,
             expected_output=self.task.expected_output,
-            step_results=blocks or "No step produced a result.",
+            step_results=blocks or self.book.render("no_step_results"),
         )
         request = LLMRequest(
             llm=self.agent.llm,
@@ -988,11 +1132,14 @@ class PlanAndAct:
         return response.content
 
 
-def _result_block(step: PlanStep) -> str:
-    head = f"Step {step.number} ({step.description})"
+def _result_block(step: PlanStep, book: PromptBook, *, clip: int | None = None) -> str:
+    result = step.result or book.render("no_result")
+    if clip is not None and len(result) > clip:
+        result = result[:clip] + "…"
+    values = {"number": step.number, "description": step.description, "result": result}
     if step.status == "failed":
-        head += f" [failed: {step.error or step.outcome}]"
-    return f"{head}:\n{step.result or '(no result)'}"
+        return book.render("step_result_failed", **values, error=step.error or step.outcome)
+    return book.render("step_result", **values)
 
 
 def _only(values: Mapping[str, object], allowed: Iterable[str]) -> dict[str, object]:
@@ -1023,6 +1170,25 @@ async def run_plan_and_act(
 ) -> str:
     """Plan the task, execute and observe its steps, replan when the effort level says so."""
     return await PlanAndAct(ctx, agent, task, config, scope or agent_scope(agent)).run()
+
+
+async def run_approved_steps(
+    ctx: RunContext, agent: AgentSpec, task: TaskSpec, *, scope: BudgetScope | None = None
+) -> str:
+    """Carry out ``task.plan_steps``, an approved crew plan, for any agent kind (ENGINE.md §2b).
+
+    A Plan-and-Act agent keeps its observation and effort; a ReAct or plan-execute agent runs
+    each step with its own iteration limit and judges a step by its outcome, replanning only as
+    ``on_step_failure`` allows (within ``max_replans``, default 3).
+    """
+    config = agent.effective_planning
+    if config is None or agent.agent_type == "plan_execute":
+        config = PlanningConfigSpec(
+            reasoning_effort="low", observe_steps=False, max_step_iterations=agent.max_iter
+        )
+    runner = PlanAndAct(ctx, agent, task, config, scope or agent_scope(agent))
+    runner.last_step_answers = agent.effective_planning is None or agent.agent_type == "plan_execute"
+    return await runner.run_bound()
 
 
 def agent_scope(agent: AgentSpec) -> BudgetScope | None:

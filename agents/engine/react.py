@@ -19,7 +19,7 @@ from agents.engine.llm import (
     ToolCall,
     ToolsUnsupportedError,
 )
-from agents.engine.prompts import PromptBook
+from agents.engine.prompts import DEFAULTS, PromptBook
 from agents.engine.runtime import Cancelled, RunContext
 from agents.engine.specs import AgentSpec, TaskSpec, ToolRef
 from agents.engine.tools import (
@@ -66,7 +66,12 @@ class Action:
 
 @dataclass(frozen=True, slots=True)
 class FormatError:
-    error: str
+    key: str  # the prompt that explains the mistake to the model
+
+    @property
+    def error(self) -> str:
+        """The explanation in its default wording; a run sends its own template's text."""
+        return DEFAULTS[self.key].text
 
 
 _FINAL_ANSWER = re.compile(r"Final Answer\s*\**\s*:", re.IGNORECASE)
@@ -97,10 +102,8 @@ def parse_react(text: str) -> FinalAnswer | Action | FormatError:
             tool_input = tool_input[:-3].rstrip()
         return Action(tool=tool.strip(" *`'\""), tool_input=tool_input)
     if _ACTION_ONLY.search(text):
-        return FormatError("you wrote 'Action:' but no 'Action Input:' after it.")
-    return FormatError(
-        "your reply had neither 'Final Answer:' nor an 'Action:' followed by 'Action Input:'."
-    )
+        return FormatError("format_error_no_action_input")
+    return FormatError("format_error_unreadable")
 
 
 def _clean_answer(answer: str) -> str:
@@ -142,6 +145,15 @@ def text_protocol_instructions(
     )
 
 
+def task_description(task: TaskSpec, prompts: PromptBook) -> str:
+    """The task's description, with its approved plan under it when it has one."""
+    if not task.plan_steps:
+        return task.description
+    # Ours: the plan is rendered under a heading, never merged into the stored task.
+    numbered = "\n".join(f"{i}. {step.text}" for i, step in enumerate(task.plan_steps, 1))
+    return prompts.render("task_plan", description=task.description, steps=numbered)
+
+
 def build_task_messages(
     ctx: RunContext, agent: AgentSpec, task: TaskSpec, *, extra: str = ""
 ) -> list[Message]:
@@ -158,17 +170,13 @@ def build_task_messages(
         system = prompts.render(
             "react_system_no_tools", role=agent.role, goal=agent.goal, backstory=agent.backstory
         )
-    description = task.description
-    if task.plan_steps:
-        # Ours: the plan is rendered under a heading, never merged into the stored task.
-        numbered = "\n".join(f"{i}. {step}" for i, step in enumerate(task.plan_steps, 1))
-        description = f"{description}\n\nPlan for this task:\n{numbered}"
+    description = task_description(task, prompts)
     parts: list[str] = []
     if task.context:
-        parts.append("This is the context you're working with:\n" + "\n\n".join(task.context))
+        parts.append(prompts.render("task_context", context="\n\n".join(task.context)))
     if task.output_json_schema:
         schema = json.dumps(task.output_json_schema)
-        parts.append(f"Your final answer must be JSON that matches this JSON schema:\n{schema}")
+        parts.append(prompts.render("task_output_schema", schema=schema))
     if extra:
         parts.append(extra)
     user = prompts.render(
@@ -408,7 +416,7 @@ class _ReactRun:
         if text:
             self.messages.append({"role": "assistant", "content": text})
             self.last_text = text
-        error = parsed.error if text else "your reply was empty."
+        error = self.prompts.render(parsed.key if text else "format_error_empty")
         self.messages.append(
             {
                 "role": "user",
@@ -442,13 +450,8 @@ class _ReactRun:
                 answer = outcome.observation
         for call in calls[len(outcomes) :]:
             # Every call needs a tool message, or the conversation is invalid if it continues.
-            self.messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call.id,
-                    "content": "Not run: an earlier tool call already produced the final answer.",
-                }
-            )
+            not_run = self.prompts.render("tool_not_run")
+            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": not_run})
         return answer
 
     async def _execute_batch(self, prepared: list[_Prepared]) -> list[_Outcome]:
@@ -485,13 +488,12 @@ class _ReactRun:
     def _prepare(self, raw_name: str, raw_args: str | dict[str, Any] | None) -> _Prepared:
         name = match_tool_name(raw_name, self.tool_names) if self.tool_names else None
         if name is None:
-            available = ", ".join(self.tool_names) or "(none)"
-            what = f"Tool '{raw_name}' does not exist" if raw_name.strip() else "No tool was named"
-            return _Prepared(
-                name=raw_name,
-                error=f"{what}. The only available tools are: {available}. "
-                "Use one of these exact names, or give your Final Answer.",
-            )
+            available = ", ".join(self.tool_names) or self.prompts.render("nothing")
+            if raw_name.strip():
+                error = self.prompts.render("tool_unknown", name=raw_name, tools=available)
+            else:
+                error = self.prompts.render("tool_unnamed", tools=available)
+            return _Prepared(name=raw_name, error=error)
         ref, tool = self.refs[name], self.registry.get(name)
         assert tool is not None  # refs only holds names the registry has
         try:
@@ -503,8 +505,7 @@ class _ReactRun:
                 name=name,
                 ref=ref,
                 tool=tool,
-                error=f"Error: invalid arguments for '{name}': {exc}. "
-                f"It accepts a JSON object matching this schema: {schema}",
+                error=self.prompts.render("tool_invalid_args", name=name, error=exc, schema=schema),
             )
         key = (name, json.dumps(args, sort_keys=True, default=str))
         repeat = key == self.last_call
@@ -530,17 +531,11 @@ class _ReactRun:
             await self._emit("tool.failed", {"name": p.name, "error": p.error})
             return self._observe(p.error)
         if p.repeat:
-            return self._observe(
-                f"I already used '{p.name}' with exactly these arguments in my previous action; "
-                "its result is above. I must use different input or give my Final Answer."
-            )
+            return self._observe(self.prompts.render("tool_repeated", name=p.name))
         assert p.ref is not None and p.tool is not None
         ref, tool = p.ref, p.tool
         if ref.max_usage is not None and self.usage_counts.get(p.name, 0) >= ref.max_usage:
-            error = (
-                f"Tool '{p.name}' has reached its usage limit of {ref.max_usage} times "
-                "and cannot be used anymore."
-            )
+            error = self.prompts.render("tool_usage_limit", name=p.name, max_usage=ref.max_usage)
             await self._emit("tool.failed", {"name": p.name, "error": error})
             return self._observe(error)
         if ref.needs_approval:
@@ -591,11 +586,17 @@ class _ReactRun:
                 )
                 return self._observe(output, ends_turn=ref.result_as_answer)
         await self._emit("tool.failed", {"name": p.name, "error": error, "attempts": attempts})
-        tried = f" (tried {attempts} times)" if attempts > 1 else ""
-        return self._observe(f"Error: the tool '{p.name}' failed{tried}: {error}")
+        if attempts > 1:
+            return self._observe(
+                self.prompts.render(
+                    "tool_failed_retried", name=p.name, attempts=attempts, error=error
+                )
+            )
+        return self._observe(self.prompts.render("tool_failed", name=p.name, error=error))
 
     def _observe(self, observation: str, *, ends_turn: bool = False) -> _Outcome:
-        observation = observation if observation.strip() else "(the tool returned no output)"
+        if not observation.strip():
+            observation = self.prompts.render("tool_no_output")
         self.last_text = observation
         return _Outcome(observation=observation, ends_turn=ends_turn)
 
@@ -615,11 +616,9 @@ class _ReactRun:
         )
         if decision.approve:
             return None
-        note = f" Their note: {decision.note}" if decision.note else ""
-        return (
-            f"The person supervising this run denied the use of '{name}' with these "
-            f"arguments.{note} Do not try it again; continue without it."
-        )
+        if decision.note:
+            return self.prompts.render("tool_denied_note", name=name, note=decision.note)
+        return self.prompts.render("tool_denied", name=name)
 
     # -- text protocol and context window ----------------------------------------------------
 

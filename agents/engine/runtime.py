@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from agents.engine.events import Event, EventSink
+from agents.engine.events import Event, EventSink, LLMCallRecord
+from agents.engine.specs import ApprovedStep
 
 T = TypeVar("T")
 
@@ -127,15 +128,34 @@ class HumanInterface(Protocol):
 
     async def request_approval(self, *, approval_id: str, tool: str, args: dict[str, Any]) -> ApprovalDecision: ...
 
+    async def request_plan_change(
+        self, *, task_key: str, reason: str, done_step_ids: Sequence[str], proposed: Sequence[str]
+    ) -> Sequence[ApprovedStep]:
+        """A step of an approved plan failed (``on_step_failure="ask"``): show the person the
+        agent's ``proposed`` remaining steps, and return the remaining steps they approve."""
+        ...
+
 
 class AutoApprove:
-    """Approves every tool call and accepts every answer (runs with nobody watching, tests)."""
+    """Approves every tool call, answer and proposed plan (runs with nobody watching, tests)."""
+
+    def __init__(self) -> None:
+        self._proposals = 0  # ids of approved proposals stay unique within the run
 
     async def request_feedback(self, *, task_key: str, answer: str) -> str:
         return ""
 
     async def request_approval(self, *, approval_id: str, tool: str, args: dict[str, Any]) -> ApprovalDecision:
         return ApprovalDecision(approve=True)
+
+    async def request_plan_change(
+        self, *, task_key: str, reason: str, done_step_ids: Sequence[str], proposed: Sequence[str]
+    ) -> Sequence[ApprovedStep]:
+        self._proposals += 1
+        return [
+            ApprovedStep(id=f"{task_key}.r{self._proposals}.{i}", text=text)
+            for i, text in enumerate(proposed, start=1)
+        ]
 
 
 @dataclass(slots=True)
@@ -166,10 +186,17 @@ class EventEmitter:
     clock: Clock
     task_id: str | None = None
 
-    async def __call__(self, type_: str, data: dict[str, Any] | None = None, *, step_id: str | None = None) -> None:
+    async def __call__(self, type_: str, data: dict[str, Any] | None = None, *, step_id: str | None = None,
+                       call: LLMCallRecord | None = None) -> None:
         await self.sink.emit(
-            Event(type=type_, data=data or {}, task_id=self.task_id, step_id=step_id, at=self.clock.monotonic())
+            Event(type=type_, data=data or {}, task_id=self.task_id, step_id=step_id, at=self.clock.monotonic(),
+                  call=call)
         )
+
+    @property
+    def keeps_llm_calls(self) -> bool:
+        """Whether the sink wants each LLM call's request and reply (``Event.call``)."""
+        return bool(getattr(self.sink, "keeps_llm_calls", False))
 
     def for_task(self, task_id: str | None) -> EventEmitter:
         return EventEmitter(sink=self.sink, clock=self.clock, task_id=task_id)

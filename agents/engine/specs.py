@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 ReasoningEffort = Literal["low", "medium", "high"]
 AgentType = Literal["react", "plan_execute"]
+# What an agent bound to an approved crew plan does when a step fails (ENGINE.md §2b).
+OnStepFailure = Literal["continue", "ask", "adapt"]
 
 
 class _Spec(BaseModel):
@@ -131,8 +133,20 @@ class AgentSpec(_Spec):
         return None
 
 
+class ApprovedStep(_Spec):
+    """One step of an approved crew plan: its stable id (events carry it) and its text."""
+
+    id: str
+    text: str
+
+
 class TaskSpec(_Spec):
-    """One unit of work for one agent, already interpolated."""
+    """One unit of work for one agent, already interpolated.
+
+    ``plan_steps`` is the approved crew plan for the task: when it is set, it IS the agent's plan
+    whatever the agent kind (ENGINE.md §2b), and ``on_step_failure`` says how far the agent may
+    deviate from it. Plain strings are accepted and numbered ``<key>.p<n>``.
+    """
 
     key: str
     number: int = Field(default=1, ge=1)
@@ -140,9 +154,28 @@ class TaskSpec(_Spec):
     description: str
     expected_output: str = "Complete the task successfully"
     context: tuple[str, ...] = ()  # outputs of earlier tasks this task depends on
-    plan_steps: tuple[str, ...] = ()  # an approved crew plan for this task, used verbatim
+    plan_steps: tuple[ApprovedStep, ...] = ()  # an approved crew plan for this task, binding
+    on_step_failure: OnStepFailure = "continue"
     human_input: bool = False
     output_json_schema: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _steps_from_text(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(isinstance(s, str) for s in data.get("plan_steps") or ()):
+            key = data.get("key", "task")
+            data = {
+                **data,
+                "plan_steps": tuple(
+                    {"id": f"{key}.p{n}", "text": s} if isinstance(s, str) else s
+                    for n, s in enumerate(data["plan_steps"], start=1)
+                ),
+            }
+        return data
+
+    @property
+    def plan_texts(self) -> tuple[str, ...]:
+        return tuple(s.text for s in self.plan_steps)
 
     @classmethod
     def from_message(cls, message: str, *, key: str = "kickoff") -> TaskSpec:

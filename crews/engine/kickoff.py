@@ -10,8 +10,9 @@ from typing import Any, Literal
 from agents.engine.agent import AgentError, AgentResult, run_agent
 from agents.engine.calls import BudgetExceeded
 from agents.engine.llm import LLMError
+from agents.engine.prompts import PromptBook
 from agents.engine.runtime import Cancelled, RunContext, Usage
-from agents.engine.specs import AgentSpec, TaskSpec, ToolRef
+from agents.engine.specs import AgentSpec, ApprovedStep, OnStepFailure, TaskSpec, ToolRef
 from agents.engine.tools import Tool, ToolRegistry, default_registry
 from crews.engine.specs import CrewSpec, CrewTaskSpec
 
@@ -35,18 +36,25 @@ class CrewResult:
     error: str = ""
 
 
-def task_spec(task: CrewTaskSpec, *, context: Sequence[str], plan_steps: Sequence[str] = ()) -> TaskSpec:
-    """The agent's view of a crew task; the approved plan goes into its prompt, never its record."""
-    return TaskSpec(
-        key=task.key,
-        number=task.number,
-        name=task.name,
-        description=task.description,
-        expected_output=task.expected_output,
-        context=tuple(context),
-        plan_steps=tuple(plan_steps),
-        human_input=task.human_input,
-    )
+def task_spec(
+    task: CrewTaskSpec,
+    *,
+    context: Sequence[str],
+    plan_steps: Sequence[ApprovedStep | str] = (),
+    on_step_failure: OnStepFailure = "continue",
+) -> TaskSpec:
+    """The agent's view of a crew task; the approved plan binds it, never changes its record."""
+    return TaskSpec.model_validate({
+        "key": task.key,
+        "number": task.number,
+        "name": task.name,
+        "description": task.description,
+        "expected_output": task.expected_output,
+        "context": tuple(context),
+        "plan_steps": tuple(plan_steps),
+        "on_step_failure": on_step_failure,
+        "human_input": task.human_input,
+    })
 
 
 def _context_for(task: CrewTaskSpec, crew: CrewSpec, outputs: Mapping[str, str]) -> list[str]:
@@ -86,7 +94,7 @@ async def run_crew(
     ctx: RunContext,
     crew: CrewSpec,
     *,
-    plan: Mapping[str, Sequence[str]] | None = None,
+    plan: Mapping[str, Sequence[ApprovedStep | str]] | None = None,
     done: Mapping[str, str] | None = None,
 ) -> CrewResult:
     """Run every task not already in ``done`` (task key -> output, from a run being resumed).
@@ -127,7 +135,12 @@ async def run_crew(
                 await settle()
                 if failure is not None:
                     break
-            spec = task_spec(task, context=_context_for(task, crew, outputs), plan_steps=plan.get(task.key, ()))
+            spec = task_spec(
+                task,
+                context=_context_for(task, crew, outputs),
+                plan_steps=plan.get(task.key, ()),
+                on_step_failure=crew.on_step_failure,
+            )
             if manager is not None:
                 work = manager.run(task, spec)
             else:
@@ -171,14 +184,16 @@ class _Manager:
         assert crew.manager_llm is not None
         self.ctx = ctx
         self.crew = crew
+        self.book = ctx.prompts if ctx.prompts is not None else PromptBook()
         self.coworkers = {a.role: a for a in crew.agents}
-        roles = ", ".join(self.coworkers) or "none"
+        # Who does what: the manager picks a coworker by role, so it needs their goals too.
+        team = "\n".join(f"- {a.role}: {a.goal}" for a in crew.agents) or self.book.render("none")
         self.agent = AgentSpec(
             key=f"{crew.key}.manager",
             name="Manager",
-            role="Crew Manager",
-            goal="Get every task done well by delegating it to the right coworker and checking the result.",
-            backstory=f"You manage a team of experts: {roles}. You do not do the work yourself.",
+            role=self.book.render("manager_role"),
+            goal=self.book.render("manager_goal"),
+            backstory=self.book.render("manager", agents=team),
             llm=crew.manager_llm,
             tools=(ToolRef(name=self.DELEGATE), ToolRef(name=self.ASK)),
             max_iter=15,
@@ -187,6 +202,7 @@ class _Manager:
     def _tools(self, task: CrewTaskSpec) -> ToolRegistry:
         base = self.ctx.tools if isinstance(self.ctx.tools, ToolRegistry) else default_registry()
         names = list(self.coworkers)
+        coworkers = ", ".join(names)
         schema = {
             "type": "object",
             "properties": {
@@ -201,13 +217,15 @@ class _Manager:
             async def run(args: dict[str, Any]) -> str:
                 agent = self.coworkers.get(args.get("coworker", ""))
                 if agent is None:
-                    return f"Unknown coworker; choose one of: {', '.join(names)}."
+                    return self.book.render("manager_unknown_coworker", coworkers=coworkers)
                 spec = TaskSpec(
                     key=task.key,
                     number=task.number,
                     description=args["task"],
                     expected_output=(
-                        "A complete answer to the question." if kind == "ask" else task.expected_output
+                        self.book.render("manager_ask_expected_output")
+                        if kind == "ask"
+                        else task.expected_output
                     ),
                     context=(args["context"],) if args.get("context") else (),
                 )
@@ -218,9 +236,11 @@ class _Manager:
 
             return run
 
+        delegate = self.book.render("manager_delegate_tool", coworkers=coworkers)
+        ask = self.book.render("manager_ask_tool", coworkers=coworkers)
         return base.with_tools(
-            Tool(name=self.DELEGATE, description="Delegate a task to a coworker.", args_schema=schema, run=make("delegate")),
-            Tool(name=self.ASK, description="Ask a coworker a question.", args_schema=schema, run=make("ask")),
+            Tool(name=self.DELEGATE, description=delegate, args_schema=schema, run=make("delegate")),
+            Tool(name=self.ASK, description=ask, args_schema=schema, run=make("ask")),
         )
 
     async def run(self, task: CrewTaskSpec, spec: TaskSpec) -> TaskOutcome:

@@ -47,27 +47,36 @@ class CrewPlanDraft:
     warnings: list[str] = field(default_factory=list)
 
 
-def task_summary(crew: CrewSpec, task: CrewTaskSpec, tools: ToolRegistry | None) -> str:
+def task_summary(
+    crew: CrewSpec, task: CrewTaskSpec, tools: ToolRegistry | None, book: PromptBook | None = None
+) -> str:
     """One task as the planner sees it: texts, agent persona, tools with schemas, context tasks."""
+    book = book or PromptBook()
     agent = crew.agent(task.agent_key)
-    lines = [f"## Task {task.number}: {task.name or 'Task ' + str(task.number)}"]
-    lines.append(f"Description: {task.description}")
-    lines.append(f"Expected output: {task.expected_output}")
+    name = task.name or book.render("crew_plan_task_unnamed", number=task.number)
+    lines = [
+        book.render(
+            "crew_plan_task",
+            number=task.number,
+            name=name,
+            description=task.description,
+            expected_output=task.expected_output,
+        )
+    ]
     if agent is not None:
-        lines.append(f"Agent: {agent.role}")
-        lines.append(f"Agent goal: {agent.goal}")
+        lines.append(book.render("crew_plan_task_agent", role=agent.role, goal=agent.goal))
         if agent.backstory:
-            lines.append(f"Agent backstory: {agent.backstory}")
+            lines.append(book.render("crew_plan_task_backstory", backstory=agent.backstory))
         names = [t.name for t in agent.tools]
         if names and tools is not None:
-            lines.append("Tools:\n" + tools.describe(names))
+            lines.append(book.render("crew_plan_task_tools", tools=tools.describe(names)))
         else:
-            lines.append("Tools: none")
+            lines.append(book.render("crew_plan_task_no_tools"))
     else:
-        lines.append("Agent: chosen by the crew's manager")
+        lines.append(book.render("crew_plan_task_manager"))
     if task.context_keys:
         numbers = [str(t.number) for t in crew.tasks if t.key in task.context_keys]
-        lines.append("Receives the output of task(s): " + ", ".join(numbers))
+        lines.append(book.render("crew_plan_task_context", tasks=", ".join(numbers)))
     return "\n".join(lines)
 
 
@@ -79,18 +88,15 @@ def _messages(
     feedback: str | None,
     keep: Mapping[str, Sequence[str]] | None,
 ) -> list[Message]:
-    blocks = [task_summary(crew, t, tools) for t in tasks]
+    blocks = [task_summary(crew, t, tools, book) for t in tasks]
     text = book.render("crew_plan", tasks="\n\n".join(blocks))
     for task in tasks:
         kept = (keep or {}).get(task.key) or ()
         if kept:
             listing = "\n".join(f"- {s}" for s in kept)
-            text += (
-                f"\n\nFor task {task.number}, these steps are fixed and will be kept; write only the"
-                f" other steps, without repeating them:\n{listing}"
-            )
+            text += "\n\n" + book.render("crew_plan_keep", number=task.number, steps=listing)
     if feedback:
-        text += f"\n\nNote from the person reviewing the plan: {feedback}"
+        text += "\n\n" + book.render("crew_plan_feedback", feedback=feedback)
     return [{"role": "user", "content": text}]
 
 
@@ -198,7 +204,7 @@ async def draft_crew_plan(
                 break
             messages = [
                 *messages,
-                {"role": "assistant", "content": response.content or _tool_args(response)},
+                {"role": "assistant", "content": response.content or _tool_args(response, book)},
                 {"role": "user", "content": book.render("crew_plan_repair", error=error)},
             ]
             continue
@@ -211,5 +217,5 @@ async def draft_crew_plan(
     raise CrewPlanError(message)
 
 
-def _tool_args(response: LLMResponse) -> str:
-    return "\n".join(c.arguments for c in response.tool_calls) or "(empty answer)"
+def _tool_args(response: LLMResponse, book: PromptBook) -> str:
+    return "\n".join(c.arguments for c in response.tool_calls) or book.render("empty_answer")

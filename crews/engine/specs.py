@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agents.engine.specs import AgentSpec, Budget, LLMSpec
+from agents.engine.specs import AgentSpec, Budget, LLMSpec, OnStepFailure
 from crews.engine.interpolate import find_placeholders, interpolate
 
 Process = Literal["sequential", "hierarchical"]
@@ -40,6 +40,7 @@ class CrewSpec(_Spec):
     budget: Budget = Budget()
     max_rpm: int | None = Field(default=None, ge=1)
     run_without_plan_on_failure: bool = False
+    on_step_failure: OnStepFailure = "continue"  # how far an agent may depart from approved steps
 
     @model_validator(mode="after")
     def _check_references(self) -> CrewSpec:

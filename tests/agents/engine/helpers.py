@@ -19,7 +19,7 @@ from agents.engine.runtime import (
     RunContext,
     Usage,
 )
-from agents.engine.specs import AgentSpec, Budget, LLMSpec, TaskSpec, ToolRef
+from agents.engine.specs import AgentSpec, ApprovedStep, Budget, LLMSpec, TaskSpec, ToolRef
 
 
 class ScriptedHuman:
@@ -34,11 +34,14 @@ class ScriptedHuman:
         *,
         feedback: Sequence[str] = (),
         approvals: Sequence[ApprovalDecision | bool] = (),
+        plan_changes: Sequence[Sequence[str] | None] = (),
     ) -> None:
         self.feedback = list(feedback)
         self.approvals = [
             a if isinstance(a, ApprovalDecision) else ApprovalDecision(approve=a) for a in approvals
         ]
+        self.plan_changes = list(plan_changes)  # the steps approved per proposal (None: as proposed)
+        self.plan_change_requests: list[dict[str, Any]] = []
         self.feedback_requests: list[tuple[str, str]] = []
         self.approval_requests: list[tuple[str, str, dict[str, Any]]] = []
 
@@ -51,6 +54,16 @@ class ScriptedHuman:
     ) -> ApprovalDecision:
         self.approval_requests.append((approval_id, tool, args))
         return self.approvals.pop(0) if self.approvals else ApprovalDecision(approve=True)
+
+    async def request_plan_change(
+        self, *, task_key: str, reason: str, done_step_ids: Sequence[str], proposed: Sequence[str]
+    ) -> Sequence[ApprovedStep]:
+        asked = {"task_key": task_key, "reason": reason, "done": list(done_step_ids), "proposed": list(proposed)}
+        self.plan_change_requests.append(asked)
+        chosen = self.plan_changes.pop(0) if self.plan_changes else None
+        texts = proposed if chosen is None else chosen
+        n = len(self.plan_change_requests)
+        return [ApprovedStep(id=f"{task_key}.p{100 * n + i}", text=t) for i, t in enumerate(texts, start=1)]
 
 
 def make_llm(**kw: Any) -> LLMSpec:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from agents.engine.calls import (
+    DEFAULT_MAX_COMPLETION_TOKENS,
     MIN_ANSWER_TOKENS,
     UNSTREAMED_TIMEOUT_SECONDS,
     BudgetExceeded,
@@ -169,6 +170,63 @@ async def test_max_cost_stops_the_next_call() -> None:
     assert gateway.calls == 2
     assert sink.events[-1].type == "budget.exceeded"
     assert sink.events[-1].data["used"] == pytest.approx(0.04)
+
+
+async def test_a_cost_budget_refuses_a_call_whose_worst_case_could_cross_it() -> None:
+    sink = RecordingSink()
+    # 0.1 and 0.2 dollars per 1k tokens: a 100-token prompt ($0.01) and a 50-token answer ($0.01).
+    llm = make_llm(input_price_per_1k=0.1, output_price_per_1k=0.2, params={"max_tokens": 50})
+    gateway = ScriptedGateway(default=answer(cost=0.0123))
+    caller = caller_for(gateway, sink=sink, budget=Budget(max_cost_usd=0.03))
+    await caller.call(ask(llm, text="x" * 400))  # at worst $0.02 of $0.03: made
+
+    with pytest.raises(BudgetExceeded) as raised:
+        await caller.call(ask(llm, text="x" * 400))  # $0.0123 used + up to $0.02 > $0.03
+
+    assert gateway.calls == 1
+    assert str(raised.value) == (
+        "budget exceeded: max_cost_usd used $0.0123 of $0.0300; the next call could cost up to $0.0200"
+    )
+    assert sink.types == ["llm.started", "llm.completed", "budget.exceeded"]
+    assert sink.events[-1].data == {"limit": "max_cost_usd", "used": 0.0123, "allowed": 0.03, "next_call_usd": 0.02}
+
+
+@pytest.mark.parametrize(
+    ("params", "cap", "tokens"),
+    [
+        ({}, None, DEFAULT_MAX_COMPLETION_TOKENS),
+        ({"max_tokens": 300}, None, 300),
+        ({"max_completion_tokens": 200}, None, 200),
+        ({"max_tokens": 300}, 100, 100),  # the request's cap, when lower, is what is sent
+        ({"max_tokens": 30}, 100, 30),
+    ],
+)
+async def test_a_calls_worst_case_prices_its_longest_answer(params: dict[str, Any], cap: int | None, tokens: int) -> None:
+    llm = make_llm(input_price_per_1k=0.0, output_price_per_1k=1.0, params=params)
+    caller = caller_for(ScriptedGateway(), budget=Budget(max_cost_usd=1000.0))
+
+    worst = await caller.worst_cost(ask(llm, max_tokens=cap), None, 1)
+
+    assert worst == pytest.approx(tokens / 1000)
+
+
+class PricedGateway(ScriptedGateway):
+    """A scripted LLM whose gateway knows the model's prices (as litellm's map does)."""
+
+    async def prices(self, llm: LLMSpec) -> tuple[float, float] | None:
+        return (0.0, 0.001) if llm.model == "test/priced" else None
+
+
+async def test_an_llm_without_prices_of_its_own_is_priced_by_the_gateway() -> None:
+    sink = RecordingSink()
+    gateway = PricedGateway(default="ok")
+    caller = caller_for(gateway, sink=sink, budget=Budget(max_cost_usd=1.0))
+
+    await caller.call(ask(make_llm(model="test/unpriced")))  # no price known: only spending stops it
+    with pytest.raises(BudgetExceeded, match=r"the next call could cost up to \$4\.0960"):
+        await caller.call(ask(make_llm(model="test/priced")))  # 4096 answer tokens at $0.001
+
+    assert gateway.calls == 1
 
 
 async def test_max_input_tokens_counts_the_prompt_about_to_be_sent() -> None:

@@ -159,7 +159,9 @@ async def test_observe_reports_success_without_asking_for_changes() -> None:
         "observe",
         description="Compute 12 * 7",
         expected_output="A number",
+        completed_steps="None.",
         step="Calculate",
+        outcome="completed",
         result="84",
         remaining_steps="none",
     )

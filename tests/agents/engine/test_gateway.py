@@ -485,6 +485,29 @@ async def test_llm_caller_budget_stops_a_live_call_before_it_is_sent(
     assert sink.types[-1] == "budget.exceeded"
 
 
+async def test_the_gateway_prices_a_model_from_litellms_map_for_the_cost_budget() -> None:
+    gateway = RoutingGateway()
+
+    assert await gateway.prices(LLMSpec(key="m", model="openai/gpt-4o-mini")) == (1.5e-07, 6e-07)
+    assert await gateway.prices(LLMSpec(key="x", model="openai/no-such-model-anywhere")) is None
+    assert await gateway.prices(LLMSpec(key="demo", model=DEMO_MODEL)) is None  # it costs nothing
+
+
+async def test_a_cost_budget_stops_a_live_call_that_could_cross_it_before_it_is_sent(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    sink = RecordingSink()
+    caller = caller_with(sink)
+    caller.budget = Budget(max_cost_usd=0.001)  # gpt-4o-mini's 4096-token answer: $0.0025
+    llm = llm_for(fake_llm_server, model="openai/gpt-4o-mini")
+
+    with pytest.raises(Exception, match=r"used \$0\.0000 of \$0\.0010; the next call could cost up to"):
+        await caller.call(ask(llm))
+
+    assert fake_llm_server.request_count == 0
+    assert sink.types == ["budget.exceeded"]
+
+
 def test_supports_tools_knows_the_demo_model_and_litellms_map() -> None:
     assert supports_tools(DEMO_MODEL) is True
     assert supports_tools("openai/gpt-4o-mini") is True

@@ -53,12 +53,13 @@ async def test_plan_execute_plans_runs_each_step_with_the_log_and_aggregates() -
     assert plan_system["content"].startswith("You are Researcher.")
     assert plan_system["content"].endswith(book.render("plan_execute_plan"))
     assert "Draft an EV charging overview" in plan_user["content"]
-    # Phase 2: "Execute step N: action" plus the accumulated log, in a fresh conversation.
+    # Phase 2: the task, then "Execute step N: action" plus the accumulated log, in a fresh
+    # conversation.
     first, second = gateway.requests[1], gateway.requests[2]
-    assert (
-        first.messages[-1]["content"] == "Execute step 1: Find the top markets\n\nContext:\n(none)"
+    assert first.messages[-1]["content"].endswith(
+        "Execute step 1: Find the top markets\n\nContext:\n(none)"
     )
-    assert second.messages[-1]["content"] == (
+    assert second.messages[-1]["content"].endswith(
         "Execute step 2: Write the overview\n\nContext:\nStep 1 (Find the top markets):\n"
         "Germany, France"
     )
@@ -77,6 +78,30 @@ async def test_plan_execute_plans_runs_each_step_with_the_log_and_aggregates() -
     assert "verbatim" in aggregate
     assert "Step 1 (Find the top markets):\nGermany, France" in aggregate
     assert "Step 2 (Write the overview):\nA 600-word overview." in aggregate
+
+
+async def test_each_step_sees_the_persona_the_task_its_expected_output_and_its_context() -> None:
+    ctx, gateway, _, _ = make_ctx(
+        [PLAN, "Final Answer: Germany, France", "Final Answer: An overview.", "Merged."]
+    )
+    task = make_task(
+        "Draft an EV charging overview",
+        expected_output="A 600-word overview for investors",
+        context=("The research task found: chargers grew 40% in 2024.",),
+    )
+
+    await run_plan_execute(ctx, make_agent(max_iter=4), task)
+
+    steps = [r for r in gateway.requests if r.purpose == "step"]
+    assert len(steps) == 2
+    for request in steps:
+        text = text_of(request)
+        assert "You are Researcher." in text
+        assert "Draft an EV charging overview" in text
+        assert "A 600-word overview for investors" in text
+        assert "The research task found: chargers grew 40% in 2024." in text
+        # The step knows it is one part of a larger plan, and does only that part.
+        assert "Do only the step below" in text
 
 
 def test_the_first_step_array_is_taken_from_fenced_prose() -> None:
@@ -196,10 +221,10 @@ async def test_the_input_token_budget_covers_the_aggregate_phase() -> None:
     ctx, gateway, sink, _ = make_ctx(
         [
             LLMResponse(content='[{"step": 1, "action": "Find"}]', prompt_tokens=100),
-            LLMResponse(content="Final Answer: found", prompt_tokens=100),
+            LLMResponse(content="Final Answer: found", prompt_tokens=1000),
         ]
     )
-    agent = make_agent(budget=Budget(max_input_tokens=210))
+    agent = make_agent(budget=Budget(max_input_tokens=1050))
 
     # No scope from a caller: the agent's own budget still applies.
     with pytest.raises(BudgetExceeded) as info:

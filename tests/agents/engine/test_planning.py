@@ -608,9 +608,12 @@ FAILS = LLMError("step broke")
 @pytest.mark.parametrize(
     ("effort", "observe_steps", "first_step", "first_review", "observe_calls", "replans"),
     [
-        # low: the step's own outcome, never a replan, even when the review asks for one
+        # low: the step's own outcome, never a replan of its own accord...
         ("low", None, FAILS, None, 0, 0),
-        ("low", True, FAILS, review(success=False, needs_replan=True), 2, 0),
+        ("low", True, FAILS, review(success=False), 2, 0),
+        # ...but with observe_steps=True a review that says a failed step needs a new plan
+        # replans (seed 002)
+        ("low", True, FAILS, review(success=False, needs_replan=True), 2, 1),
         # medium: replan only when the step failed and the review asks for it
         ("medium", None, "Final Answer: one", review(success=False, needs_replan=True), 2, 1),
         ("medium", None, "Final Answer: one", review(success=False), 2, 0),

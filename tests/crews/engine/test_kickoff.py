@@ -9,6 +9,7 @@ import pytest
 
 from agents.engine.calls import BudgetExceeded
 from agents.engine.llm import LLMError, LLMRequest, LLMResponse, ScriptedGateway, tool_call_response
+from agents.engine.prompts import PromptBook
 from agents.engine.runtime import Cancelled
 from agents.engine.specs import Budget
 from crews.engine.kickoff import run_crew
@@ -24,20 +25,29 @@ def user_prompt(request: LLMRequest) -> str:
     return next(m["content"] for m in request.messages if m["role"] == "user")
 
 
-async def test_tasks_run_in_order_with_the_approved_plan_in_the_prompt_only() -> None:
+async def test_tasks_run_in_order_each_approved_step_as_a_step_of_its_own() -> None:
     crew = make_crew(tasks=2).interpolated({"topic": "AI"})
     before = crew.model_dump()
-    ctx, gateway, sink, _ = make_ctx([answer("ten bullets"), answer("the report")])
+    replies = [answer("news"), answer("ten bullets"), answer("outline"), answer("the report")]
+    ctx, gateway, sink, _ = make_ctx(replies)
     plan = {"11": ["Search the news", "List ten facts"], "12": ["Outline", "Write"]}
     result = await run_crew(ctx, crew, plan=plan)
     assert result.output == "the report" and not result.failed
-    first, second = (user_prompt(r) for r in gateway.requests)
-    assert "Plan for this task:\n1. Search the news\n2. List ten facts" in first
-    assert "Plan for this task:\n1. Outline\n2. Write" in second
-    assert "ten bullets" in second  # context from task 1
+    # No planning call; a ReAct agent answers in its last step, as in its one loop before.
+    assert gateway.purposes() == ["step", "step"] * 2
+    prompts = [user_prompt(r) for r in gateway.requests]
+    assert "## Your current step\nStep 1: Search the news" in prompts[0]
+    assert "## Your current step\nStep 2: List ten facts" in prompts[1]
+    assert "news" in prompts[1]  # the earlier step's result is carried
+    assert "Plan for this task:\n1. Outline\n2. Write" in prompts[2]  # the whole plan as context
+    assert "ten bullets" in prompts[2]  # context from task 1
+    assert "final answer to the overall task" in prompts[1] and "final answer" not in prompts[0]
     assert crew.model_dump() == before  # nothing on the crew was changed
-    assert non_llm_types(sink) == ["task.started", "task.completed", "task.started", "task.completed"]
-    assert [e.task_id for e in sink.of_type("task.started")] == ["11", "12"]
+    assert non_llm_types(sink) == [
+        "task.started", "agent_plan.bound", "step.started", "step.completed", "step.observed",
+        "step.started", "step.completed", "step.observed", "task.completed",
+    ] * 2
+    assert [e.step_id for e in sink.of_type("step.started")] == ["11.p1", "11.p2", "12.p1", "12.p2"]
 
 
 async def test_resuming_skips_finished_tasks_and_feeds_their_output_as_context() -> None:
@@ -127,3 +137,30 @@ async def test_a_crew_runs_end_to_end_on_the_offline_demo_model() -> None:
     draft = await draft_crew_plan(ctx, crew, llm=demo)
     result = await run_crew(ctx, crew, plan=draft.steps)
     assert not result.failed and "demo model" in result.output
+
+
+async def test_the_managers_persona_and_delegation_tools_come_from_the_prompt_templates() -> None:
+    book = PromptBook(
+        {
+            "manager_role": "Head of research",
+            "manager_goal": "Ship a sound answer",
+            "manager": "You lead these people:\n{agents}",
+            "manager_delegate_tool": "Hand work to one of: {coworkers}.",
+            "manager_ask_tool": "Ask one of: {coworkers}.",
+        }
+    )
+    crew = make_crew(tasks=1, process="hierarchical", manager_llm=make_llm(key="boss", supports_tools=True))
+    crew = crew.interpolated({"topic": "AI"})
+    ctx, gateway, sink, _ = make_ctx([answer("done")], prompts=book)
+    await run_crew(ctx, crew)
+    request = gateway.requests[0]
+    system = request.messages[0]["content"]
+    assert "You are Head of research." in system and "Ship a sound answer" in system
+    assert "You lead these people:\n- AI Researcher: Find facts on AI\n- Writer: Write reports" in system
+    assert request.tools is not None
+    descriptions = {t["function"]["name"]: t["function"]["description"] for t in request.tools}
+    assert descriptions == {
+        "delegate_work_to_coworker": "Hand work to one of: AI Researcher, Writer.",
+        "ask_question_to_coworker": "Ask one of: AI Researcher, Writer.",
+    }
+    assert sink.of_type("task.started")[0].data["agent"] == "Head of research"

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from agents.engine.llm import LLMResponse, tool_call_response
+from agents.engine.prompts import PromptBook
 from agents.engine.specs import ToolRef
 from crews.engine.planner import SUBMIT_TOOL, CrewPlanError, draft_crew_plan
 from tests.agents.engine.helpers import make_ctx, make_llm
@@ -106,3 +107,26 @@ async def test_the_demo_model_drafts_three_to_five_steps_per_task() -> None:
     assert set(draft.steps) == {"11", "12"}
     assert all(3 <= len(s) <= 5 for s in draft.steps.values())
     assert json.dumps(draft.steps)  # plain data
+
+
+async def test_the_task_listing_pinned_steps_and_the_note_come_from_templates() -> None:
+    book = PromptBook(
+        {
+            "crew_plan_task": "TASK {number} {name}: {description} -> {expected_output}",
+            "crew_plan_task_agent": "BY {role} FOR {goal}",
+            "crew_plan_task_backstory": "WHO {backstory}",
+            "crew_plan_task_no_tools": "NO TOOLS",
+            "crew_plan_task_context": "AFTER {tasks}",
+            "crew_plan_keep": "KEEP FOR {number}:\n{steps}",
+            "crew_plan_feedback": "NOTE {feedback}",
+        }
+    )
+    crew = make_crew().interpolated({"topic": "AI"})
+    ctx, gateway, _sink, _ = make_ctx([plans((2, ["new step"]))], prompts=book)
+    await draft_crew_plan(
+        ctx, crew, llm=crew.planning_llm, only_tasks=["12"], feedback="Shorter", keep={"12": ["Pinned"]}
+    )
+    prompt = gateway.requests[0].messages[0]["content"]
+    listing = "TASK 2 Report: Write a report -> A report\nBY Writer FOR Write reports\nWHO You are careful.\nNO TOOLS\nAFTER 1"
+    assert listing in prompt
+    assert "KEEP FOR 2:\n- Pinned" in prompt and "NOTE Shorter" in prompt
