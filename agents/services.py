@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -154,13 +155,33 @@ def llm_ensure_demo() -> LLM:
 # Prompt templates ----------------------------------------------------------------------------
 
 
+# Default texts a release replaced (SHA-256 of the text, by key). A template whose newest version
+# is still one of them was never edited by an admin: seeding moves it on to today's default.
+RETIRED_DEFAULTS: dict[str, frozenset[str]] = {
+    # Session 6 (issue #12): the observe prompt gets success criteria and the steps done so far,
+    # synthesis does not mention steps, a step says what it is for, plan-execute steps see the
+    # task, and the manager's persona comes from its template.
+    "observe": frozenset({"fe1c36c732fdd67faf50dcb8352c1723483b08c0b524885f08fd9e00e34ff1b6"}),
+    "step_executor": frozenset({"093d33152975f82f9494d70fdc68baa0f32925057b07c33e3877fc6fe3d0b1a4"}),
+    "synthesis": frozenset({"3e4690a134509967c11acf8796742da8454248b0a6622df7e094d02c0f8208e8"}),
+    "plan_execute_step": frozenset({"54b95fa4ec2ae853099700c76834883744f03228cc34b04a5e7a9e29884ed29a"}),
+    "plan_execute_aggregate": frozenset({"bddb7202efd7aad75de0f41944fa641217b3d9d5b8a10858dd1f5e092419f532"}),
+    "manager": frozenset({"475f72fb3cb53a9216faf049c32ebc208e1b3eaa4695cbfe85549be8febaf329"}),
+}
+
+
 def prompt_seed() -> int:
-    """Create a template with its default text as version 1 for every prompt the engine sends."""
+    """Create a template with its default text as version 1 for every prompt the engine sends,
+    and move templates nobody edited from a retired default to today's (a new version)."""
     created = 0
     for key, definition in PROMPT_DEFAULTS.items():
         template, _new = PromptTemplate.objects.get_or_create(key=key, defaults={"title": definition.title})
-        if not template.versions.exists():
+        newest = template.versions.order_by("-number").first()
+        if newest is None:
             PromptTemplateVersion.objects.create(template=template, number=1, text=definition.text)
+            created += 1
+        elif hashlib.sha256(newest.text.encode()).hexdigest() in RETIRED_DEFAULTS.get(key, ()):
+            PromptTemplateVersion.objects.create(template=template, number=newest.number + 1, text=definition.text)
             created += 1
     return created
 

@@ -11,5 +11,4 @@ urlpatterns = [
     path("agents/<int:agent_id>/", views.agent_detail, name="agent-detail"),
     path("agents/<int:agent_id>/edit/", views.agent_update, name="agent-update"),
     path("agents/<int:agent_id>/delete/", views.agent_delete, name="agent-delete"),
-    path("agents/<int:agent_id>/ask/", views.agent_ask, name="agent-ask"),
 ]

@@ -10,16 +10,16 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from agents import selectors, services
 from agents.forms import AgentForm
 from agents.tools import catalogue
-from planner_site.errors import Forbidden, NotFound, TooMany
+from planner_site.errors import Forbidden, NotFound
 from planner_site.roles import can_build
 
 
@@ -76,18 +76,24 @@ def agent_list(request: HtmxHttpRequest) -> HttpResponse:
     )
 
 
-def _detail_context(request: HtmxHttpRequest, agent: Any) -> dict[str, Any]:
+def agent_detail_context(request: HtmxHttpRequest, agent: Any) -> dict[str, Any]:
     descriptions = {tool["name"]: tool["description"] for tool in catalogue()}
     options = agent.tool_options or {}
     tools = [
         {"name": name, "description": descriptions.get(name, ""), **options.get(name, {})}
         for name in agent.tools
     ]
+    try:
+        # Asking an agent starts a run, which is the crews app's: its URL, when it is installed.
+        ask_url = reverse("crews:agent-ask", args=[agent.pk])
+    except NoReverseMatch:
+        ask_url = None
     return {
         "agent": agent,
         "tools": tools,
         "config": getattr(agent, "planning_config", None),
         "can_edit": selectors.agent_can_write(user=request.user, agent=agent),
+        "ask_url": ask_url,
     }
 
 
@@ -95,27 +101,7 @@ def _detail_context(request: HtmxHttpRequest, agent: Any) -> dict[str, Any]:
 @domain_errors
 def agent_detail(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
     agent = selectors.agent_get(user=request.user, agent_id=agent_id)
-    return render(request, "agents/agent_detail.html", _detail_context(request, agent))
-
-
-@require_POST
-@domain_errors
-def agent_ask(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
-    """Ask the agent something directly: a run of that agent alone, watched on its run page."""
-    from crews.runs import run_kickoff_agent
-
-    agent = selectors.agent_get(user=request.user, agent_id=agent_id, for_write=True)
-    message = request.POST.get("message", "")
-    try:
-        run = run_kickoff_agent(actor=request.user, agent=agent, message=message)
-    except (ValidationError, TooMany) as exc:
-        error = " ".join(exc.messages) if isinstance(exc, ValidationError) else exc.detail
-        context = {**_detail_context(request, agent), "ask_error": error, "ask_message": message}
-        template = "agents/agent_detail.html"
-        if request.htmx:
-            template += "#ask-form"
-        return render(request, template, context, status=422 if not request.htmx else 200)
-    return redirect_after_post(request, reverse("crews:run-detail", args=[run.pk]))
+    return render(request, "agents/agent_detail.html", agent_detail_context(request, agent))
 
 
 @require_http_methods(["GET", "POST"])

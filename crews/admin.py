@@ -28,6 +28,7 @@ class PlanVersionInline(admin.TabularInline):
     model = PlanVersion
     extra = 0
     readonly_fields = ["number", "note", "created_by", "created_at"]
+    exclude = ["tasks"]  # the tasks it was written for: a version is never edited
     can_delete = False
 
 

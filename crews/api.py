@@ -25,6 +25,7 @@ from crews.schemas import (
     FeedbackIn,
     FeedbackRequestOut,
     KickoffIn,
+    LLMCallOut,
     PlanDraftIn,
     PlanEditIn,
     PlanOut,
@@ -328,9 +329,8 @@ def agent_kickoff(request: HttpRequest, id: int, payload: AgentKickoffIn) -> Any
 @router.get("/runs", response=list[RunOut], tags=["runs"], summary="List runs, newest first")
 @paginate(LimitOffset)
 def run_list(request: HttpRequest, filters: Query[RunFilters]) -> Any:
-    return selectors.run_list(
-        user=request.user, crew_id=filters.crew_id, status=filters.status
-    ).prefetch_related("task_results", "feedback_requests", "approvals")
+    listed = selectors.run_list(user=request.user, crew_id=filters.crew_id, status=filters.status)
+    return selectors.run_with_plan_tasks(listed).prefetch_related("task_results", "feedback_requests", "approvals")
 
 
 @router.get("/runs/{id}", response={200: RunOut, **errors(404)}, tags=["runs"])
@@ -353,6 +353,22 @@ def run_events(request: HttpRequest, id: int, query: Query[RunEventsQuery]) -> A
         "items": [payload_of(event) for event in events],
         "next_after": events[-1].seq if events else query.after,
     }
+
+
+@router.get(
+    "/runs/{id}/llm-calls/{seq}",
+    response={200: LLMCallOut, **errors(404)},
+    tags=["runs"],
+    summary="What an LLM call of the run was sent and got back",
+    description="seq is the call's llm.completed or llm.failed event. Keys and anything shaped like "
+    "a secret are redacted; very long texts are cut, saying so.",
+)
+def run_llm_call(request: HttpRequest, id: int, seq: int) -> Any:
+    run = selectors.run_get(user=request.user, run_id=id)
+    call = selectors.run_llm_call(run=run, seq=seq)
+    if call is None:
+        raise NotFound(_("What LLM call %(seq)s of run %(run)s sent was not kept.") % {"seq": seq, "run": id})
+    return call
 
 
 @router.post(

@@ -10,6 +10,7 @@ class CrewsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        import crews.tasks  # noqa: F401 - the worker registers its entry points (crews.queue)
         from crews.plans import plans_sweep_stale
         from crews.runs import runs_sweep_stale
         from planner_site.worker import on_heartbeat

@@ -17,19 +17,19 @@ from django.utils import timezone
 
 from agents.bridge import agent_snapshot, agent_spec, llm_lookup
 from agents.engine.events import Event
-from agents.engine.runtime import ApprovalDecision, Cancelled, CancelToken
+from agents.engine.runtime import Cancelled
 from agents.engine.specs import Budget
+from agents.engine.transcript import kept_call
 from agents.models import Agent
 from crews.engine.specs import CrewSpec, CrewTaskSpec
 from crews.models import (
     RUN_WORKING,
     Crew,
-    FeedbackRequest,
     Run,
     RunEvent,
+    RunLLMCall,
     RunTask,
     Task,
-    ToolApproval,
 )
 from crews.realtime import EventPayload, broadcast
 
@@ -37,9 +37,8 @@ logger = logging.getLogger(__name__)
 
 CREW_SNAPSHOT_FIELDS = (
     "id", "name", "process", "planning", "planning_llm_id", "manager_llm_id", "review_plan",
-    "run_without_plan_on_failure", "max_rpm", "budget_max_tokens",
+    "run_without_plan_on_failure", "on_step_failure", "max_rpm", "budget_max_tokens",
 )
-POLL_SECONDS = 0.25  # how often a waiting run looks for a person's answer or a stop request
 
 
 # Snapshots and specs ---------------------------------------------------------------------------
@@ -106,6 +105,8 @@ def crew_spec(snapshot: dict[str, Any], *, default_llm: Any, llm_rows: Any = Non
         budget=Budget(max_tokens=crew["budget_max_tokens"], max_cost_usd=float(cost) if cost else None),
         max_rpm=crew["max_rpm"],
         run_without_plan_on_failure=crew["run_without_plan_on_failure"],
+        # Runs snapshotted before the setting existed keep the old behaviour.
+        on_step_failure=crew.get("on_step_failure", "continue"),
     )
 
 
@@ -213,16 +214,22 @@ def _insert_event(event: RunEvent) -> None:
 @transaction.atomic
 def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
                  task_id: int | None = None, step_id: str | None = None, working_only: bool = False,
-                 owner: str | None = None) -> RunEvent:
+                 owner: str | None = None, llm_call: dict[str, Any] | None = None) -> RunEvent:
     """Store one event with the run's next seq and apply what it means to the roll-ups.
 
     Two statements for most events (the seq, the row), three with a task's roll-up: an event is
     stored for every step of every run, so each round trip here counts. ``working_only`` (the
     engine's events) raises ``RunNotWorking`` instead, and stores nothing, once the run ended
-    or, with ``owner``, once it is no longer working under that claim.
+    or, with ``owner``, once it is no longer working under that claim. ``llm_call`` (an
+    ``llm.completed`` or ``llm.failed``: what the call sent and got back, already scrubbed) is
+    stored beside the event, under the same seq, in the same transaction.
     """
     data = data or {}
     usage = None
+    if type_ == "crew_plan.deviated" and "plan_id" not in data:
+        # The engine knows no plan rows: say which approved version the run departed from.
+        plan_id, version = Run.objects.values_list("plan_id", "plan_version").get(pk=run_id)
+        data = {**data, "plan_id": plan_id, "version": version}
     if type_ == "llm.completed":
         usage = (int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0),
                  Decimal(str(data.get("cost_usd") or 0)))
@@ -231,6 +238,9 @@ def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
         run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
     )
     _insert_event(event)
+    if llm_call is not None:
+        _insert_llm_call(RunLLMCall(run_id=run_id, seq=seq, purpose=str(data.get("purpose") or "")[:50],
+                                    model=str(data.get("model") or "")[:200], **llm_call))
     if task_id is None:
         return event
     if usage is not None:
@@ -241,6 +251,27 @@ def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
             texts = ["", ""]
         _update_task(connection.vendor, type_, [_TASK_STATUS[type_], *texts, run_id, task_id])
     return event
+
+
+_LLM_CALL_FIELDS = ("run", "seq", "purpose", "model", "messages", "tools", "response_format", "reply", "error")
+
+
+@functools.cache
+def _insert_llm_call_sql(vendor: str) -> str:
+    """The INSERT behind ``_insert_llm_call`` (built once per database kind)."""
+    quote = connection.ops.quote_name
+    meta = RunLLMCall._meta
+    columns = ", ".join(quote(meta.get_field(name).column) for name in _LLM_CALL_FIELDS)
+    return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(_LLM_CALL_FIELDS))})"
+
+
+def _insert_llm_call(row: RunLLMCall) -> None:
+    """``row.save()`` in one prepared statement, as ``_insert_event`` (nobody reads its pk here)."""
+    meta = RunLLMCall._meta
+    params = [meta.get_field(name).get_db_prep_save(getattr(row, meta.get_field(name).attname), connection)
+              for name in _LLM_CALL_FIELDS]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_llm_call_sql(connection.vendor), params)
 
 
 # The text fields each task event writes besides the status (task.started clears both).
@@ -304,14 +335,30 @@ class RunEventSink:
     """Engine events → ``RunEvent`` rows (gapless seq) → the run's channel group.
 
     Streamed LLM deltas are ephemeral: broadcast for the live page, never stored (the completed
-    answer is in the ``task.completed`` and ``step.completed`` events).
+    answer is in the ``task.completed`` and ``step.completed`` events). Each LLM call's request
+    and reply (``Event.call``) is kept as a ``RunLLMCall`` with its ``llm.completed`` or
+    ``llm.failed`` event, in the same database hop, scrubbed of the keys of every LLM the run
+    has called so far (the calls carry them: a run reads its LLM rows once, at start).
     """
+
+    keeps_llm_calls = True
 
     def __init__(self, run_id: int, *, owner: str | None = None) -> None:
         self.run_id = run_id
         self.owner = owner or None  # the claim's worker id: events only while it owns the run
         self._lock = asyncio.Lock()  # keeps store-then-send in the order the engine emitted
         self._record = sync_to_async(record_event)
+        self._record_with_call = sync_to_async(self._store_with_call)
+        self._llm_keys: set[str] = set()
+
+    def _store_with_call(self, event: Event, task_id: int | None) -> RunEvent:
+        """An LLM call's event and what it sent and got back, scrubbed before the transaction."""
+        assert event.call is not None
+        if event.call.api_key is not None:
+            self._llm_keys.add(event.call.api_key.get_secret_value())
+        kept = kept_call(event.call, secrets=self._llm_keys)
+        return record_event(self.run_id, event.type, event.data, task_id=task_id, step_id=event.step_id,
+                            working_only=True, owner=self.owner, llm_call=kept)
 
     async def emit(self, event: Event) -> None:
         task_id = _task_id(event.task_id)
@@ -323,10 +370,13 @@ class RunEventSink:
             return
         async with self._lock:
             try:
-                stored = await self._record(
-                    self.run_id, event.type, event.data, task_id=task_id, step_id=event.step_id,
-                    working_only=True, owner=self.owner,
-                )
+                if event.call is not None:
+                    stored = await self._record_with_call(event, task_id)
+                else:
+                    stored = await self._record(
+                        self.run_id, event.type, event.data, task_id=task_id, step_id=event.step_id,
+                        working_only=True, owner=self.owner,
+                    )
             except RunNotWorking:
                 # Ended elsewhere, say by the sweep while this worker stalled: stop working.
                 raise Cancelled("ended elsewhere") from None
@@ -334,45 +384,3 @@ class RunEventSink:
                 await broadcast(self.run_id, payload_of(stored))
             except Exception:  # noqa: BLE001 - stored already; a reconnect replays it
                 logger.warning("could not broadcast event %s of run %s", stored.seq, self.run_id, exc_info=True)
-
-
-# People ------------------------------------------------------------------------------------------
-
-
-class DatabaseHuman:
-    """HumanInterface for runs: a request row, the run waiting for you, polling for the answer."""
-
-    def __init__(self, run_id: int, cancel: CancelToken) -> None:
-        self.run_id = run_id
-        self.cancel = cancel
-
-    async def request_feedback(self, *, task_key: str, answer: str) -> str:
-        from crews import runs
-
-        request = await sync_to_async(runs.run_wait_for_feedback)(run_id=self.run_id, task_key=task_key, answer=answer)
-        row = await self._wait(lambda: FeedbackRequest.objects.filter(
-            pk=request.pk, status=FeedbackRequest.Status.ANSWERED).first())
-        await sync_to_async(runs.run_resume_after_person)(run_id=self.run_id)
-        return row.text
-
-    async def request_approval(self, *, approval_id: str, tool: str, args: dict[str, Any]) -> ApprovalDecision:
-        from crews import runs
-
-        await sync_to_async(runs.run_wait_for_approval)(
-            run_id=self.run_id, approval_id=approval_id, tool=tool, args=args)
-        row = await self._wait(lambda: ToolApproval.objects.filter(
-            run_id=self.run_id, approval_id=approval_id).exclude(status=ToolApproval.Status.PENDING).first())
-        await sync_to_async(runs.run_resume_after_person)(run_id=self.run_id)
-        return ApprovalDecision(approve=row.status == ToolApproval.Status.APPROVED, note=row.note)
-
-    async def _wait(self, fetch: Any) -> Any:
-        find = sync_to_async(fetch)
-        while True:
-            self.cancel.raise_if_cancelled()
-            found = await find()
-            if found is not None:
-                return found
-            try:
-                await self.cancel.race(asyncio.sleep(POLL_SECONDS))
-            except Cancelled:
-                raise

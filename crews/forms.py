@@ -56,6 +56,7 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
             "planning_llm",
             "review_plan",
             "run_without_plan_on_failure",
+            "on_step_failure",
             "max_rpm",
             "budget_max_tokens",
             "budget_max_cost_usd",
@@ -65,6 +66,7 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
             "description": _textarea(3),
             "process": forms.RadioSelect,
             "agents": forms.CheckboxSelectMultiple,
+            "on_step_failure": forms.RadioSelect,
         }
         help_texts = {
             "manager_llm": _("Needed for the hierarchical process: it delegates the tasks."),
@@ -101,6 +103,8 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
         self.fields["manager_llm"].empty_label = _("None")
         self.fields["planning_llm"].queryset = llms
         self.fields["planning_llm"].empty_label = _("The site default")
+        # A form posted without the choice (an older page, a script) keeps the default.
+        self.fields["on_step_failure"].required = False
         for name in self.input_rows:
             self.fields[f"input__{name}"] = forms.CharField(
                 label=name, required=False, strip=False, widget=_textarea(1)
@@ -108,6 +112,9 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
 
     def input_fields(self) -> list[forms.BoundField]:
         return [self[f"input__{name}"] for name in self.input_rows]
+
+    def clean_on_step_failure(self) -> str:
+        return self.cleaned_data.get("on_step_failure") or Crew._meta.get_field("on_step_failure").default
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

@@ -15,7 +15,7 @@ LONG_VALUE = 80
 
 
 class KickoffForm(ServiceErrorsMixin, forms.Form):
-    """The crew's inputs, defaults filled in. It only collects text: ``runs.inputs_validate``
+    """The crew's inputs, defaults filled in. It only collects text: ``services.inputs_validate``
     decides what is missing, and its errors (``inputs.<name>``) land next to each field."""
 
     def __init__(

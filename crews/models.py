@@ -12,6 +12,14 @@ from django.utils.translation import gettext_lazy as _
 from agents.models import LLM, Agent
 
 
+class OnStepFailure(models.TextChoices):
+    """How far an agent may depart from an approved plan (ENGINE.md §2b)."""
+
+    CONTINUE = "continue", _("Mark it failed and go on with the approved steps")
+    ASK = "ask", _("Pause and ask me to approve the agent's new steps")
+    ADAPT = "adapt", _("Let the agent replan the rest, and show me the changes")
+
+
 class Crew(models.Model):
     class Process(models.TextChoices):
         SEQUENTIAL = "sequential", _("Sequential: tasks in order")
@@ -41,6 +49,10 @@ class Crew(models.Model):
     )
     run_without_plan_on_failure = models.BooleanField(
         _("run without a plan if planning fails"), default=False
+    )
+    on_step_failure = models.CharField(
+        _("when a step fails"), max_length=10, choices=OnStepFailure.choices, default=OnStepFailure.CONTINUE,
+        help_text=_("What an agent may do when a step of the approved plan fails."),
     )
     max_rpm = models.PositiveIntegerField(
         _("max requests per minute"), null=True, blank=True, validators=[MinValueValidator(1)]
@@ -159,6 +171,10 @@ class PlanVersion(models.Model):
     note = models.CharField(
         _("note"), max_length=200, blank=True
     )  # "drafted", "edited", "restored v2", ...
+    # The crew's tasks as this version was written for them (id, order, name, description,
+    # expected_output, agent_id, as a run's snapshot has them): what a run compares its own
+    # tasks with to say which changed since the plan was approved.
+    tasks = models.JSONField(_("tasks"), default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("created by"),
         null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -175,10 +191,19 @@ class PlanVersion(models.Model):
         return _("plan %(id)s v%(number)s") % {"id": self.plan_id, "number": self.number}
 
 
+# Steps as a plan lists them: in their tasks' order (a deleted task's steps last), then their own.
+PLAN_STEP_ORDER = (models.F("task__order").asc(nulls_last=True), "task_id_snapshot", "order")
+
+
 class PlanStep(models.Model):
+    """One step of one version. A version is immutable: deleting its task leaves the step (its
+    ``task`` becomes null, ``task_id_snapshot`` still names it), so a run queued with an approved
+    version still runs the steps a person approved."""
+
     version = models.ForeignKey(PlanVersion, on_delete=models.CASCADE, related_name="steps")
     uid = models.PositiveIntegerField()  # the step's stable id within its plan
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
+    task = models.ForeignKey(Task, null=True, on_delete=models.SET_NULL, related_name="+")  # null: deleted
+    task_id_snapshot = models.PositiveBigIntegerField()  # the Task id, kept when the task is deleted
     order = models.PositiveIntegerField()
     text = models.TextField()
     pinned = models.BooleanField(default=False)
@@ -186,7 +211,7 @@ class PlanStep(models.Model):
     class Meta:
         verbose_name = _("plan step")
         verbose_name_plural = _("plan steps")
-        ordering = ["version", "task__order", "task_id", "order"]
+        ordering = ["version", *PLAN_STEP_ORDER]
         constraints = [models.UniqueConstraint(fields=["version", "uid"], name="unique_step_per_version")]
 
     def __str__(self) -> str:
@@ -338,6 +363,33 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class RunLLMCall(models.Model):
+    """What one LLM call of a run sent and got back, scrubbed of keys and secrets, so a person
+    can check what the model was given (ENGINE.md §2b). Written with the call's ``llm.completed``
+    or ``llm.failed`` event, whose ``seq`` it shares; the run page loads it when opened."""
+
+    run = models.ForeignKey(
+        Run, verbose_name=_("run"), on_delete=models.CASCADE, related_name="llm_call_records"
+    )
+    seq = models.PositiveIntegerField(_("sequence number"))  # of its llm.completed or llm.failed event
+    purpose = models.CharField(_("purpose"), max_length=50, blank=True)
+    model = models.CharField(_("model"), max_length=200, blank=True)
+    messages = models.JSONField(_("messages"), default=list, blank=True)  # as sent, OpenAI chat format
+    tools = models.JSONField(_("tools"), default=list, blank=True)  # the names of the tool schemas sent
+    response_format = models.CharField(_("response format"), max_length=200, blank=True)  # a schema's name
+    reply = models.JSONField(_("reply"), null=True, blank=True)  # {content, tool_calls, finish_reason}
+    error = models.TextField(_("error"), blank=True)
+
+    class Meta:
+        verbose_name = _("LLM call")
+        verbose_name_plural = _("LLM calls")
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_llm_call_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.purpose}"
 
 
 class ToolApproval(models.Model):

@@ -15,7 +15,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from crews.models import Crew, Plan, PlanStep, PlanVersion, Task
+from agents.engine.specs import ApprovedStep
+from crews import queue
+from crews.models import PLAN_STEP_ORDER, Crew, Plan, PlanStep, PlanVersion, Task
 from planner_site.errors import Conflict, NotFound, TooMany
 
 MAX_STEP_CHARS = 2_000
@@ -35,28 +37,46 @@ def version_steps(plan: Plan, number: int | None = None, *, task_id: int | None 
     """
     rows = PlanStep.objects.filter(version__plan=plan, version__number=number or plan.version)
     if task_id is not None:
-        rows = rows.filter(task_id=task_id)
+        rows = rows.filter(task_id_snapshot=task_id)
     steps: dict[int, list[StepTuple]] = {}
-    for task, uid, text, pinned in rows.order_by("task__order", "task_id", "order").values_list(
-            "task_id", "uid", "text", "pinned"):
+    for task, uid, text, pinned in rows.order_by(*PLAN_STEP_ORDER).values_list(
+            "task_id_snapshot", "uid", "text", "pinned"):
         steps.setdefault(task, []).append((uid, text, pinned))
     return steps
 
 
 def current_steps(plan: Plan, number: int | None = None) -> dict[int, list[PlanStep]]:
-    """Steps of version ``number`` (default: current) by task id, in order."""
+    """Steps of version ``number`` (default: current) by task id, in order; a deleted task's
+    steps are there too, under the id it had (a run's snapshot still has that task)."""
     version = plan.versions.filter(number=number or plan.version).first()
     steps: dict[int, list[PlanStep]] = {}
     if version is None:
         return steps
-    for step in version.steps.order_by("task__order", "task_id", "order"):
-        steps.setdefault(step.task_id, []).append(step)
+    for step in version.steps.order_by(*PLAN_STEP_ORDER):
+        steps.setdefault(step.task_id_snapshot, []).append(step)
     return steps
 
 
-def steps_by_task_key(plan: Plan, number: int) -> dict[str, list[str]]:
-    """What the engine runs: an approved version's step texts by task key."""
-    return {str(task_id): [s.text for s in steps] for task_id, steps in current_steps(plan, number).items()}
+def steps_by_task_key(plan: Plan, number: int) -> dict[str, list[ApprovedStep]]:
+    """What the engine runs: an approved version's steps by task key, each with its stable id
+    (``<task id>.p<uid>``), which the run's step events carry."""
+    return {
+        str(task_id): [ApprovedStep(id=approved_step_id(task_id, s.uid), text=s.text) for s in steps]
+        for task_id, steps in current_steps(plan, number).items()
+    }
+
+
+def approved_step_id(task_id: int | str, uid: int) -> str:
+    return f"{task_id}.p{uid}"
+
+
+# A task as a version remembers it: the fields of a run's snapshot that its steps were written for.
+VERSION_TASK_FIELDS = ("id", "order", "name", "description", "expected_output", "agent_id")
+
+
+def tasks_snapshot(*, crew_id: int) -> list[dict[str, Any]]:
+    """The crew's tasks now, in order, as ``PlanVersion.tasks`` keeps them."""
+    return list(Task.objects.filter(crew_id=crew_id).order_by("order", "id").values(*VERSION_TASK_FIELDS))
 
 
 def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Sequence[StepTuple]],
@@ -68,7 +88,8 @@ def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Seque
     whole plan's, and every version still has rows of its own (versions stay immutable).
     """
     number = plan.version + 1  # ``plan`` is locked (select_for_update) by every caller
-    version = PlanVersion.objects.create(plan=plan, number=number, note=note, created_by=actor)
+    version = PlanVersion.objects.create(plan=plan, number=number, note=note, created_by=actor,
+                                         tasks=tasks_snapshot(crew_id=plan.crew_id))
     if keep is not None:
         source = PlanVersion.objects.values_list("pk", flat=True).get(plan=plan, number=keep)
         _copy_steps(source=source, target=version.pk, skip_tasks=list(steps))
@@ -78,7 +99,8 @@ def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Seque
         for order, (uid, text, pinned) in enumerate(task_steps):
             if uid is None:
                 uid, next_uid = next_uid, next_uid + 1
-            rows.append(PlanStep(version=version, uid=uid, task_id=task_id, order=order, text=text, pinned=pinned))
+            rows.append(PlanStep(version=version, uid=uid, task_id=task_id, task_id_snapshot=task_id, order=order,
+                                 text=text, pinned=pinned))
     PlanStep.objects.bulk_create(rows)
     fields = {"version": number, "next_step_uid": next_uid}
     if plan.status == Plan.Status.APPROVED:
@@ -88,7 +110,8 @@ def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Seque
 
 
 def _copy_steps(*, source: int, target: int, skip_tasks: Sequence[int]) -> None:
-    """Copy version ``source``'s steps, less those of ``skip_tasks``, into version ``target``.
+    """Copy version ``source``'s steps, less those of ``skip_tasks`` and of deleted tasks, into
+    version ``target``: a new version is for the crew's tasks as they are now.
 
     One ``INSERT … SELECT`` (the ORM has no way to say it): the rows never travel through Python.
     """
@@ -96,8 +119,10 @@ def _copy_steps(*, source: int, target: int, skip_tasks: Sequence[int]) -> None:
     quote = connection.ops.quote_name
     table = quote(meta.db_table)
     version, task = (quote(meta.get_field(name).column) for name in ("version", "task"))
-    copied = ", ".join(quote(meta.get_field(name).column) for name in ("uid", "task", "order", "text", "pinned"))
-    sql = f"INSERT INTO {table} ({version}, {copied}) SELECT %s, {copied} FROM {table} WHERE {version} = %s"
+    copied = ", ".join(quote(meta.get_field(name).column)
+                       for name in ("uid", "task", "task_id_snapshot", "order", "text", "pinned"))
+    sql = (f"INSERT INTO {table} ({version}, {copied}) SELECT %s, {copied} FROM {table}"
+           f" WHERE {version} = %s AND {task} IS NOT NULL")
     params: list[int] = [target, source]
     if skip_tasks:
         sql += f" AND {task} NOT IN ({', '.join(['%s'] * len(skip_tasks))})"
@@ -123,7 +148,7 @@ def plan_draft(*, actor: Any, crew: Crew, inputs: Any, enqueue: bool = True) -> 
     """
     from agents.selectors import llm_default
     from crews.bridge import crew_snapshot
-    from crews.runs import crew_check_runnable, crew_texts, inputs_validate
+    from crews.services import crew_check_runnable, crew_texts, inputs_validate
 
     _check_draft_rate(actor)
     snapshot = crew_snapshot(crew)
@@ -134,8 +159,7 @@ def plan_draft(*, actor: Any, crew: Crew, inputs: Any, enqueue: bool = True) -> 
         status=Plan.Status.GENERATING,
     )
     if enqueue:
-        from crews.tasks import generate_plan
-
+        generate_plan = queue.worker.task("generate_plan")
         transaction.on_commit(lambda: generate_plan.enqueue(plan.pk))
     return plan
 
@@ -301,6 +325,22 @@ def plan_approve(*, actor: Any, plan: Plan, version: int | None = None, supersed
 
 
 @transaction.atomic
+def plan_propose_revision(*, plan_id: int, task_id: int, keep_uids: Sequence[int], texts: Sequence[str],
+                          note: str) -> Plan:
+    """An agent's proposal for a task's remaining steps (``on_step_failure="ask"``), as a new
+    draft version: the task keeps the steps it has carried out (``keep_uids``) and the rest of
+    its steps become ``texts``. The plan needs approving again before the run goes on."""
+    locked = Plan.objects.select_for_update().get(pk=plan_id)
+    current = version_steps(locked, locked.version, task_id=task_id).get(task_id, [])
+    kept = [step for step in current if step[0] in set(keep_uids)]
+    proposed: list[StepTuple] = [(None, text[:MAX_STEP_CHARS], False) for text in texts if text.strip()]
+    rows = {task_id: (kept + proposed)[:MAX_STEPS_PER_TASK]}
+    _new_version(locked, actor=None, note=note[:200], steps=rows, keep=locked.version)
+    Plan.objects.filter(pk=locked.pk).update(status=Plan.Status.DRAFT)
+    return Plan.objects.get(pk=plan_id)
+
+
+@transaction.atomic
 def plan_regenerate(*, actor: Any, plan: Plan, task: Task, feedback: str = "") -> Plan:
     """Re-draft one task's unpinned steps (pinned ones stay where they are), in the background."""
     locked = Plan.objects.select_for_update().get(pk=plan.pk)
@@ -315,20 +355,28 @@ def plan_regenerate(*, actor: Any, plan: Plan, task: Task, feedback: str = "") -
         raise Conflict(_("This task is already being regenerated."), code="busy")
     locked.regenerating_task_ids = [*busy, task.pk]
     locked.save(update_fields=["regenerating_task_ids", "updated_at"])  # when it started: the sweep's clock
-    from crews.tasks import regenerate_plan_task
-
+    regenerate_plan_task = queue.worker.task("regenerate_plan_task")
     transaction.on_commit(lambda: regenerate_plan_task.enqueue(locked.pk, task.pk, feedback.strip(), actor.pk if actor else None))
     return locked
+
+
+def _words(text: str) -> str:
+    """What tells two step texts apart: their words, whatever the spacing or case."""
+    return " ".join(text.split()).casefold()
 
 
 def merge_regenerated(old: Sequence[StepTuple], new_texts: Sequence[str]) -> list[StepTuple]:
     """Pinned steps keep their places; new steps fill the other places in order, extras at the end.
 
+    The planner is shown the pinned steps and often writes them out again: a new step with a
+    pinned step's text is that step, never a second copy of it.
     The task keeps at most ``MAX_STEPS_PER_TASK`` steps, pinned ones first: a longer list could
     not be saved again, so every later edit of the task would be refused.
     """
+    pinned_texts = {_words(text) for _uid, text, pinned in old if pinned}
     room = max(0, MAX_STEPS_PER_TASK - sum(1 for _uid, _text, pinned in old if pinned))
-    fresh: list[StepTuple] = [(None, t[:MAX_STEP_CHARS], False) for t in new_texts[:room]]
+    texts = [text for text in (t[:MAX_STEP_CHARS] for t in new_texts) if _words(text) not in pinned_texts]
+    fresh: list[StepTuple] = [(None, text, False) for text in texts[:room]]
     merged: list[StepTuple] = []
     for uid, text, pinned in old:
         if pinned:

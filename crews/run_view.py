@@ -120,6 +120,15 @@ def plan_url(plan_id: Any) -> str | None:
         return None
 
 
+def plan_diff_url(plan_id: Any, version: Any) -> str | None:
+    """The plan's changes from the version before ``version`` to ``version``."""
+    try:
+        plan, to = int(plan_id), int(version)
+    except (TypeError, ValueError):
+        return None
+    return f"{reverse('crews:plan-diff', args=[plan])}?from={max(to - 1, 1)}&to={to}#plan-diff"
+
+
 def _text(value: Any) -> str:
     if value is None:
         return ""
@@ -202,6 +211,7 @@ def _labels_now() -> dict[str, dict[str, str]]:
             "cut": _("Cut short."), "retrying": _("Retrying."), "running": _("running…"),
             "failed": _("failed"), "cached": _("from the cache"), "done": _("done"),
             "arguments": _("Arguments"), "output": _("Output"), "error": _("Error"),
+            "show_sent": _("Show what the model was sent and its reply"),
         },
     }
 
@@ -235,26 +245,34 @@ def _oob(oob: bool) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _step_result_url_around(run_id: int, script_prefix: str, urlconf: Any, language: str | None) -> tuple[str, str]:
+def _run_url_around(name: str, run_id: int, script_prefix: str, urlconf: Any, language: str | None) -> tuple[str, str]:
     # script_prefix and language are not read here: they key the cache, as reverse() depends on them.
-    return url_around_last_arg("crews:run-step-result", run_id, urlconf=urlconf)
+    return url_around_last_arg(name, run_id, urlconf=urlconf)
 
 
 def step_result_url(run_id: int, seq: int) -> str:
     """``reverse("crews:run-step-result", args=[run_id, seq])``: a long run has hundreds, so the
     URL around the seq is reversed once per run (and script prefix, URLconf and language)."""
-    head, tail = _step_result_url_around(run_id, get_script_prefix(), get_urlconf(), get_language())
+    head, tail = _run_url_around("crews:run-step-result", run_id, get_script_prefix(), get_urlconf(), get_language())
     return f"{head}{int(seq)}{tail}"
 
 
-def loaded_when_opened(url: str, *, css_class: str, summary: str, link: str) -> str:
+def llm_call_url(run_id: int, seq: int) -> str:
+    """``reverse("crews:run-llm-call", args=[run_id, seq])``, reversed once per run as above."""
+    head, tail = _run_url_around("crews:run-llm-call", run_id, get_script_prefix(), get_urlconf(), get_language())
+    return f"{head}{int(seq)}{tail}"
+
+
+def loaded_when_opened(url: str, *, css_class: str, summary: str, link: str, attrs: str = "") -> str:
     """A closed disclosure whose text loads from ``url`` when first opened (htmx's ``toggle
-    once``): a step's result, a finished crew run's answer. Without JavaScript its link shows
-    the text on a page of its own."""
+    once``): a step's result, a finished crew run's answer, what an LLM call was sent. Without
+    JavaScript its link shows the text on a page of its own. A ``summary`` marked safe is used
+    as it is (an LLM call's row); ``attrs`` are more attributes, escaped already."""
     url = escape(url)
+    summary = summary if isinstance(summary, SafeString) else escape(summary)
     return (
-        f'<details class="{css_class}" hx-get="{url}" hx-trigger="toggle once" hx-target="find .markdown" '
-        f'hx-swap="innerHTML"><summary>{escape(summary)}</summary>'
+        f'<details class="{css_class}"{attrs} hx-get="{url}" hx-trigger="toggle once" hx-target="find .markdown" '
+        f'hx-swap="innerHTML"><summary>{summary}</summary>'
         f'<div class="markdown"><p><a href="{url}">{escape(link)}</a></p></div></details>'
     )
 
@@ -280,6 +298,9 @@ class LLMCall:
     latency_ms: int | None = None
     error: str = ""
     retrying: bool = False
+    run_id: int = 0
+    # The seq of the call's llm.completed or llm.failed: its request and reply load from there.
+    ended_seq: int | None = None
 
     @property
     def dom_id(self) -> str:
@@ -305,14 +326,16 @@ class LLMCall:
         # A long run has hundreds of calls and each is a handful of translated, formatted
         # figures: the markup is memoised per language on everything it shows.
         return _llm_call_html(get_language(), self.seq, self.model, self.purpose, self.status, self.prompt_tokens,
-                              self.completion_tokens, self.cost_usd, self.latency_ms, self.error, self.retrying, oob)
+                              self.completion_tokens, self.cost_usd, self.latency_ms, self.error, self.retrying, oob,
+                              self.run_id, self.ended_seq)
 
 
 @functools.lru_cache(maxsize=8192)
 def _llm_call_html(language: str | None, seq: int, model: str, purpose: str, status: str, prompt_tokens: int,
                    completion_tokens: int, cost_usd: float | None, latency_ms: int | None, error: str,
-                   retrying: bool, oob: bool) -> str:
-    """``LLMCall.html`` of a call with these fields, in ``language`` (the active one)."""
+                   retrying: bool, oob: bool, run_id: int = 0, ended_seq: int | None = None) -> str:
+    """``LLMCall.html`` of a call with these fields, in ``language`` (the active one). An ended
+    call is a disclosure that loads what it sent and got back when opened."""
     words = labels("entry")
     what = words["llm"] % {"purpose": purpose_label(purpose)}
     meta = f"<span>{escape_label(model)}</span>"
@@ -330,9 +353,13 @@ def _llm_call_html(language: str | None, seq: int, model: str, purpose: str, sta
         if retrying:
             text += " " + words["retrying"]
         error_html = f'<span class="entry__error">{escape(text)}</span>'
-    return (f'<div id="llm-{seq}" class="entry entry--llm" data-status="{status}"{_oob(oob)}>'
-            f'<span class="entry__mark" aria-hidden="true"></span><span class="entry__what">{escape_label(what)}</span>'
-            f'<span class="entry__meta">{meta}</span>{error_html}</div>')
+    row = (f'<span class="entry__mark" aria-hidden="true"></span><span class="entry__what">{escape_label(what)}</span>'
+           f'<span class="entry__meta">{meta}</span>{error_html}')
+    if ended_seq is None or status == "running":
+        return f'<div id="llm-{seq}" class="entry entry--llm" data-status="{status}"{_oob(oob)}>{row}</div>'
+    summary = mark_safe(row)  # noqa: S308 - every part escaped above
+    return loaded_when_opened(llm_call_url(run_id, ended_seq), css_class="entry entry--llm", summary=summary,
+                              link=words["show_sent"], attrs=f' id="llm-{seq}" data-status="{status}"{_oob(oob)}')
 
 
 @dataclass(slots=True, eq=False)
@@ -398,6 +425,22 @@ class Note:
         return (f'<div id="{self.dom_id}" class="entry entry--note entry--{self.tone}"{_oob(oob)}>'
                 f'<span class="entry__mark" aria-hidden="true"></span>'
                 f'<span class="entry__what">{escape(self.text)}</span>{detail}</div>')
+
+
+@dataclass(slots=True, eq=False)
+class Deviation:
+    """The run departed from the approved plan (``crew_plan.deviated``): shown as a diff."""
+
+    kind: ClassVar[str] = "deviation"
+    seq: int
+    reason: str
+    before: list[str]
+    after: list[str]
+    by_person: bool = False
+
+    @property
+    def dom_id(self) -> str:
+        return f"deviation-{self.seq}"
 
 
 @dataclass(slots=True, eq=False)
@@ -532,7 +575,7 @@ class PlanSegment:
     task_key: str
     replan: int
     attempt: int = 1
-    status: str = "drafting"  # drafting | ready | not_ready | failed
+    status: str = "drafting"  # drafting | ready | not_ready | failed | approved (the crew plan's)
     steps: list[Step] = field(default_factory=list)
     error: str = ""
     kind: ClassVar[str] = "segment"
@@ -582,13 +625,12 @@ class TaskView(_UsageAndOutput):
     cost_usd: float = 0.0
     cost_unknown: int = 0
     llm_calls: int = 0
-    plan: list[PlanSegment | Note] = field(default_factory=list)
+    plan: list[PlanSegment | Note | Deviation] = field(default_factory=list)
     activity: list[Any] = field(default_factory=list)
     approvals: list[Approval] = field(default_factory=list)
     feedback: Feedback | None = None
     rerunnable: bool = False  # "Run again from this task" makes sense (earlier tasks are done)
     crew_plan: dict[str, Any] | None = None  # the run scope of a crew: the crew plan's state
-    crew_steps: list[str] = field(default_factory=list)  # this task's steps in the approved crew plan
     run_id: int = 0  # for its answer's URL
 
     @property
@@ -781,7 +823,7 @@ class RunView(_UsageAndOutput):
         self._changes: list[Change] | None = None
         self._scope_shown = True
         # Approved crew plans' steps by (plan id, version), loaded by whoever builds the view.
-        self.plan_steps: dict[tuple[int, int], dict[int, list[str]]] = {}
+        self.plan_steps: dict[tuple[int, int], dict[int, list[tuple[int, str]]]] = {}
 
     # Building ---------------------------------------------------------------------------------
 
@@ -989,6 +1031,12 @@ class RunView(_UsageAndOutput):
     def on_run_awaiting_approval(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
         self.waiting = {"kind": "plan", "plan_id": data.get("plan_id"), "version": data.get("version"),
                         "url": plan_url(data.get("plan_id"))}
+        if data.get("kind") == "deviation":
+            # A step of the approved plan failed and the crew asks first: the agent's proposal is
+            # the plan's newest version; the person compares it with the approved one.
+            task = self.task_for(data.get("task_id"))
+            self.waiting.update(kind="deviation", task=task.name, reason=_text(data.get("reason")),
+                                diff_url=plan_diff_url(data.get("plan_id"), data.get("version")))
         self._set_status("awaiting_approval")
         self._emit(Change("run-notice", {}))
 
@@ -1077,9 +1125,43 @@ class RunView(_UsageAndOutput):
         self._crew_plan(status="approved", plan_id=data.get("plan_id"), version=data.get("version"))
         steps = self.plan_steps.get(plan_key(data) or (0, 0), {})
         for task in self.tasks:
-            if task.task_id is not None and task.crew_steps != steps.get(task.task_id, []):
-                task.crew_steps = steps.get(task.task_id, [])
+            if task.task_id is not None and task.status in ("waiting", "running"):
+                rows = [{"step_id": f"{task.task_id}.p{uid}", "number": n, "description": text}
+                        for n, (uid, text) in enumerate(steps.get(task.task_id, []), start=1)]
+                self._approved_segment(task, rows)
+
+    def _approved_segment(self, task: TaskView, rows: list[dict[str, Any]]) -> None:
+        """The task's approved crew-plan steps, each waiting for its turn: the agent's plan
+        whatever its kind (ENGINE.md §2b), so their statuses tick here as the run goes."""
+        old = next((s for s in task.plan if isinstance(s, PlanSegment) and s.status == "approved"), None)
+        if old is not None and [s.step_id for s in old.steps] == [_text(r.get("step_id")) for r in rows]:
+            return
+        if old is not None:
+            task.plan.remove(old)
+            for step in old.steps:
+                self._steps.pop((task.key, step.step_id), None)
+        if not rows:
+            if old is not None:
                 self._emit(Change("task", {"task": task}))
+            return
+        segment = PlanSegment(task_key=task.key, replan=0, status="approved")
+        for raw in rows:
+            step = Step(step_id=_text(raw.get("step_id")), number=int(raw.get("number") or 0),
+                        description=_text(raw.get("description")), task_key=task.key, run_id=self.run.pk)
+            segment.steps.append(step)
+            self._steps[(task.key, step.step_id)] = step
+        task.plan.insert(0, segment)
+        self._emit(Change("task", {"task": task}))
+
+    def on_agent_plan_bound(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
+        task = self.task_for(task_id)
+        self._approved_segment(task, [r for r in data.get("steps") or [] if isinstance(r, dict)])
+
+    def on_crew_plan_deviated(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
+        task = self.task_for(task_id)
+        item = Deviation(seq, _text(data.get("reason")), [_text(t) for t in data.get("before") or []],
+                         [_text(t) for t in data.get("after") or []], bool(data.get("approved_by_person")))
+        self._plan_note(task, item)  # type: ignore[arg-type]
         if self.waiting and self.waiting.get("kind") == "plan":
             self.waiting = None
             self._emit(Change("run-notice", {}))
@@ -1219,7 +1301,7 @@ class RunView(_UsageAndOutput):
             "done": data.get("steps_done", 0), "left": data.get("steps_left", 0)}
         self._plan_note(task, Note(seq, text, "success"))
 
-    def _plan_note(self, task: TaskView, note: Note) -> None:
+    def _plan_note(self, task: TaskView, note: Note | Deviation) -> None:
         task.plan.append(note)
         self._emit(Change("plan-item", {"item": note, "task": task}, into=f"plan-{task.key}"))
 
@@ -1304,7 +1386,7 @@ class RunView(_UsageAndOutput):
 
     def on_llm_started(self, seq: int, task_id: Any, step_id: str | None, data: dict[str, Any], at: datetime | None) -> None:
         task = self.task_for(task_id)
-        call = LLMCall(seq=seq, model=_text(data.get("model")), purpose=_text(data.get("purpose")))
+        call = LLMCall(seq=seq, model=_text(data.get("model")), purpose=_text(data.get("purpose")), run_id=self.run.pk)
         self._open_llm.setdefault((task.key, step_id or ""), []).append(call)
         self._add_entry(task, step_id, call)
         if self._changes is None:
@@ -1317,8 +1399,11 @@ class RunView(_UsageAndOutput):
     def _close_llm(self, task: TaskView, step_id: str | None, seq: int, data: dict[str, Any]) -> LLMCall:
         calls = self._open_llm.get((task.key, step_id or ""))
         if calls:
-            return calls.pop(0)
-        call = LLMCall(seq=seq, model=_text(data.get("model")), purpose=_text(data.get("purpose")))
+            call = calls.pop(0)
+            call.ended_seq = seq
+            return call
+        call = LLMCall(seq=seq, model=_text(data.get("model")), purpose=_text(data.get("purpose")), run_id=self.run.pk,
+                       ended_seq=seq)
         self._add_entry(task, step_id, call)
         return call
 
@@ -1474,6 +1559,8 @@ _HANDLERS: dict[str, Any] = {
     "crew_plan.started": RunView.on_crew_plan_started,
     "crew_plan.completed": RunView.on_crew_plan_completed,
     "crew_plan.approved": RunView.on_crew_plan_approved,
+    "crew_plan.deviated": RunView.on_crew_plan_deviated,
+    "agent_plan.bound": RunView.on_agent_plan_bound,
     "crew_plan.failed": RunView.on_crew_plan_failed,
     "crew_plan.warning": RunView.on_warning,
     "agent_plan.warning": RunView.on_warning,
@@ -1514,13 +1601,13 @@ def plan_key(data: dict[str, Any]) -> tuple[int, int] | None:
         return None
 
 
-def crew_plan_steps(plan_id: int, version: int) -> dict[int, list[str]]:
-    """An approved crew plan version's step texts by task id (one query)."""
-    steps: dict[int, list[str]] = {}
+def crew_plan_steps(plan_id: int, version: int) -> dict[int, list[tuple[int, str]]]:
+    """An approved crew plan version's steps (stable uid, text) by task id (one query)."""
+    steps: dict[int, list[tuple[int, str]]] = {}
     rows = (PlanStep.objects.filter(version__plan_id=plan_id, version__number=version)
-            .order_by("task_id", "order").values_list("task_id", "text"))
-    for task_id, text in rows:
-        steps.setdefault(task_id, []).append(text)
+            .order_by("task_id_snapshot", "order").values_list("task_id_snapshot", "uid", "text"))
+    for task_id, uid, text in rows:
+        steps.setdefault(task_id, []).append((uid, text))
     return steps
 
 

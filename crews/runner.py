@@ -32,17 +32,18 @@ from agents.engine.runtime import (
     SystemClock,
     Usage,
 )
-from agents.engine.specs import AgentSpec, Budget, TaskSpec
+from agents.engine.specs import AgentSpec, ApprovedStep, Budget, TaskSpec
 from agents.models import LLM
 from agents.selectors import llm_default, prompt_book
 from agents.tools import registry
-from crews import plans, realtime, runs
-from crews.bridge import DatabaseHuman, RunEventSink, crew_snapshot, crew_spec
+from crews import plans, queue, realtime, runs
+from crews.bridge import RunEventSink, crew_snapshot, crew_spec
 from crews.engine.interpolate import MissingInput
 from crews.engine.kickoff import run_crew
 from crews.engine.planner import CrewPlanError, draft_crew_plan
 from crews.engine.specs import CrewSpec
 from crews.models import RUN_WORKING, Plan, Run, RunEvent, RunTask
+from crews.people import DatabaseHuman
 from planner_site.prepared import STAND_IN_ID, Prepared
 from planner_site.worker import default_worker_id, on_worker_stop, worker_stopping
 
@@ -83,6 +84,9 @@ def cancel_in_process(run_id: int) -> None:
         token = _active.get(run_id)
     if token is not None:
         token.cancel("cancelled")
+
+
+queue.worker.cancel_in_process = cancel_in_process  # a stop asked here reaches the run at once
 
 
 def _default_llm() -> LLM:
@@ -212,7 +216,7 @@ class _Start:
     crew: CrewSpec | None = None  # interpolated with the run's inputs
     agent: AgentSpec | None = None  # for an agent asked directly
     done: dict[str, str] = field(default_factory=dict)  # task key → output kept from before
-    steps: dict[str, list[str]] | None = None  # the approved plan the run follows
+    steps: dict[str, list[ApprovedStep]] | None = None  # the approved plan the run follows
     announce_plan: bool = False  # whether the run still has to say which plan it follows
 
 
@@ -315,7 +319,7 @@ def _drafted_before(run: Run) -> Plan | None:
     ).first()
 
 
-async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> dict[str, list[str]] | None:
+async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> dict[str, list[ApprovedStep]] | None:
     """Draft the crew plan inside the run; with review, wait until a person approves it.
 
     A resumed run that drafted its plan before it was interrupted goes on with that plan (and

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,10 +16,10 @@ from django_tasks_db.backend import DatabaseBackend
 
 from agents.bridge import agent_snapshot
 from agents.models import Agent
-from crews import selectors
+from crews import queue, selectors
 from crews.bridge import crew_snapshot, emit_now, record_event
-from crews.engine.interpolate import find_placeholders, missing_inputs
 from crews.models import RUN_WORKING, Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
+from crews.services import MAX_INPUT_CHARS, crew_check_runnable, crew_texts, inputs_validate
 from planner_site.audit import audit
 from planner_site.errors import Conflict, NotFound, TooMany
 from planner_site.prepared import STAND_IN_ID, STAND_IN_TIME, Prepared
@@ -31,7 +30,6 @@ logger = logging.getLogger(__name__)
 S = Run.Status
 FINISHED = {S.SUCCEEDED, S.FAILED, S.CANCELLED}
 CANCELLABLE = {S.QUEUED, S.PLANNING, S.AWAITING_APPROVAL, S.RUNNING, S.AWAITING_INPUT, S.INTERRUPTED}
-MAX_INPUT_CHARS = 20_000
 
 
 def _enqueue(run: Run) -> None:
@@ -40,8 +38,7 @@ def _enqueue(run: Run) -> None:
     died in between would otherwise leave a run queued forever with no task to run it. (The
     worker doorbell still rings only once that commit is done.) Any other backend, such as the
     immediate one of tests, would run or send the task at once: it gets it after the commit."""
-    from crews.tasks import execute_run
-
+    execute_run = queue.worker.task("execute_run")
     if isinstance(execute_run.get_backend(), DatabaseBackend):
         execute_run.enqueue(run.pk)
     else:
@@ -69,51 +66,6 @@ def _check_rate(actor: Any) -> None:
     recent = _recent_runs(actor, timezone.now() - timedelta(minutes=1))
     if recent >= limit:
         raise TooMany(_("Too many runs started in the last minute; wait a moment and try again."))
-
-
-def inputs_validate(*, crew: Crew, inputs: Any, texts: list[str]) -> dict[str, Any]:
-    """Crew defaults overlaid with ``inputs``; every placeholder filled, values scalars or JSON."""
-    if not isinstance(inputs, dict):
-        raise ValidationError({"inputs": _("Inputs must be an object of name: value.")})
-    merged = {**(crew.default_inputs or {}), **inputs}
-    errors: dict[str, str] = {}
-    for name, value in merged.items():
-        try:
-            size = len(value) if isinstance(value, str) else len(json.dumps(value))
-        except (TypeError, ValueError):
-            errors[f"inputs.{name}"] = _("This value is not text, a number or JSON.")
-            continue
-        if size > MAX_INPUT_CHARS:
-            errors[f"inputs.{name}"] = _("This value is too long (at most %(n)s characters).") % {"n": MAX_INPUT_CHARS}
-    for name in missing_inputs(texts, merged):
-        errors[f"inputs.{name}"] = _("Give a value for {%(name)s}.") % {"name": name}
-    if errors:
-        raise ValidationError(errors)
-    wanted = set(find_placeholders(texts))
-    return {k: v for k, v in merged.items() if k in wanted or k in inputs}
-
-
-def crew_texts(snapshot: dict[str, Any]) -> list[str]:
-    texts: list[str] = []
-    for agent in snapshot["agents"]:
-        texts += [agent["role"], agent["goal"], agent["backstory"]]
-    for task in snapshot["tasks"]:
-        texts += [task["description"], task["expected_output"]]
-    return texts
-
-
-def crew_check_runnable(*, crew: Crew, snapshot: dict[str, Any]) -> None:
-    if not snapshot["tasks"]:
-        raise ValidationError({"tasks": _("Add a task before running this crew.")})
-    if crew.process == Crew.Process.HIERARCHICAL:
-        if not crew.manager_llm_id:
-            raise ValidationError({"manager_llm_id": _("A hierarchical crew needs a manager LLM.")})
-        if not snapshot["agents"]:
-            raise ValidationError({"agent_ids": _("A hierarchical crew needs at least one agent.")})
-    else:
-        for task in snapshot["tasks"]:
-            if task["agent_id"] is None:
-                raise ValidationError({"tasks": _("Task %(name)s has no agent.") % {"name": task["name"]}})
 
 
 def _record_queued(run: Run, data: dict[str, Any]) -> None:
@@ -286,6 +238,34 @@ def run_wait_for_plan_approval(*, run_id: int, plan: Plan) -> None:
                 {"plan_id": plan.pk, "version": plan.version}, allowed={S.PLANNING, S.RUNNING})
 
 
+def run_propose_plan_change(*, run_id: int, task_id: int, keep_uids: list[int], texts: list[str],
+                            reason: str) -> Plan:
+    """A step of the run's approved plan failed and the crew asks first (``on_step_failure="ask"``):
+    the agent's proposed remaining steps become a new draft version of the run's plan, and the
+    run waits for a person to edit and approve it, as it waits for a plan it drafted."""
+    from crews import plans
+
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.plan_id is None:
+            raise Conflict(_("This run follows no plan."), code="no_plan")
+        plan = plans.plan_propose_revision(
+            plan_id=run.plan_id, task_id=task_id, keep_uids=keep_uids, texts=texts,
+            note=f"proposed by the agent: {reason}",
+        )
+        Run.objects.filter(pk=run_id).update(planning_plan=plan)
+        _transition(run_id, S.AWAITING_APPROVAL, "run.awaiting_approval",
+                    {"plan_id": plan.pk, "version": plan.version, "task_id": task_id, "reason": reason,
+                     "kind": "deviation"}, allowed={S.RUNNING})
+    return plan
+
+
+def run_resume_with_plan(*, run_id: int, plan: Plan) -> None:
+    """The person approved a revised plan: the run follows that version from now on."""
+    Run.objects.filter(pk=run_id).update(plan_version=plan.approved_version)
+    _back_to_running(run_id, {S.AWAITING_APPROVAL})
+
+
 def run_use_plan(*, run_id: int, plan: Plan) -> None:
     Run.objects.filter(pk=run_id).update(plan=plan, plan_version=plan.approved_version)
 
@@ -372,9 +352,7 @@ def run_cancel(*, actor: Any, run: Run) -> Run:
             locked.save(update_fields=["cancel_requested", "status"])
             emit_now(locked.pk, "run.cancelling", {})
     audit(actor=actor, action="run.stopped", target=locked)
-    from crews.runner import cancel_in_process
-
-    transaction.on_commit(lambda: cancel_in_process(locked.pk))
+    transaction.on_commit(lambda: queue.worker.cancel_in_process(locked.pk))
     return locked
 
 

@@ -27,6 +27,7 @@ from crews.plans import current_steps
 from planner_site.schemas import Id
 
 Process = Literal["sequential", "hierarchical"]
+OnStepFailure = Literal["continue", "ask", "adapt"]
 
 
 class _Body(Schema):
@@ -131,6 +132,9 @@ class CrewIn(_CrewBody):
     planning_llm_id: Id | None = Field(None, description="null: the site's default LLM.")
     review_plan: bool = Field(False, description="A run that drafts its plan waits for approval.")
     run_without_plan_on_failure: bool = False
+    on_step_failure: OnStepFailure = Field(
+        "continue", description="When a step of the approved plan fails: go on, ask a person, or let the agent replan."
+    )
     max_rpm: int | None = Field(None, ge=1)
     budget: CrewBudgetIn = Field(default_factory=CrewBudgetIn)
     default_inputs: dict[str, Any] = Field(default_factory=dict)
@@ -149,6 +153,7 @@ class CrewPatch(_CrewBody):
     planning_llm_id: Id | None = None
     review_plan: bool = Field(None)
     run_without_plan_on_failure: bool = Field(None)
+    on_step_failure: OnStepFailure = Field(None)
     max_rpm: int | None = Field(None, ge=1)
     budget: CrewBudgetIn = Field(None, description="Changes only the limits it has.")
     default_inputs: dict[str, Any] = Field(None)
@@ -166,6 +171,7 @@ class CrewOut(Schema):
     planning_llm_id: int | None
     review_plan: bool
     run_without_plan_on_failure: bool
+    on_step_failure: OnStepFailure
     max_rpm: int | None
     budget: CrewBudgetOut
     default_inputs: dict[str, Any]
@@ -417,12 +423,24 @@ class RunPendingOut(Schema):
     approvals: list[ToolApprovalOut] = Field(description="Tool calls waiting for a decision.")
 
 
+class PlanChangeOut(Schema):
+    task_id: int
+    name: str = Field(description="The task's name (its last name, for a deleted task).")
+    change: Literal["deleted", "added", "description", "expected_output", "agent"] = Field(
+        description="deleted: it does not run; added: it has no approved steps; the others: that "
+        "field changed, so its approved steps were written for the old one."
+    )
+
+
 class RunOut(Schema):
     id: int
     crew_id: int | None
     agent_id: int | None = Field(description="Set for an agent asked directly (no crew).")
     plan_id: int | None
     plan_version: int | None = Field(description="The plan version the run follows verbatim.")
+    plan_changes: list[PlanChangeOut] = Field(
+        description="The run's tasks that changed between that version's approval and the kickoff."
+    )
     status: RunStatus
     inputs: dict[str, Any]
     message: str | None = Field(description="What an agent asked directly was told to do.")
@@ -438,6 +456,10 @@ class RunOut(Schema):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+
+    @staticmethod
+    def resolve_plan_changes(obj: Run) -> list[dict[str, Any]]:
+        return selectors.run_plan_changes(run=obj)
 
     @staticmethod
     def resolve_message(obj: Run) -> str | None:
@@ -519,6 +541,31 @@ class RunEventsQuery(Schema):
 class EventPageOut(Schema):
     items: list[EventOut]
     next_after: int = Field(description="Pass it as ?after= to get the events that follow.")
+
+
+class LLMToolCallOut(Schema):
+    id: str = ""
+    name: str
+    arguments: str = Field(description="JSON text, as the model wrote it.")
+
+
+class LLMReplyOut(Schema):
+    content: str = ""
+    tool_calls: list[LLMToolCallOut] = []
+    finish_reason: str | None = None
+
+
+class LLMCallOut(Schema):
+    seq: int = Field(description="Of the call's llm.completed or llm.failed event.")
+    purpose: str
+    model: str
+    messages: list[dict[str, Any]] = Field(
+        description="The request's messages as sent (OpenAI chat format), keys and secrets redacted."
+    )
+    tools: list[str] = Field(description="Names of the tool schemas sent with the request.")
+    response_format: str = Field(description="Name of the JSON schema asked for; empty for none.")
+    reply: LLMReplyOut | None = Field(description="None when the call failed.")
+    error: str
 
 
 class RunApprovePlanIn(_Body):

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models import Count, JSONField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.utils.translation import gettext as _
 
 from agents.models import Agent, PlanningConfig
 from crews.engine.interpolate import find_placeholders
-from crews.models import Crew, Plan, PlanStep, PlanVersion, Run, RunEvent, RunTask, Task
+from crews.models import (
+    PLAN_STEP_ORDER,
+    Crew,
+    Plan,
+    PlanStep,
+    PlanVersion,
+    Run,
+    RunEvent,
+    RunLLMCall,
+    RunTask,
+    Task,
+)
 from planner_site.errors import Forbidden, NotFound
 from planner_site.prepared import STAND_IN_ID, STAND_IN_ID_2, Prepared
 from planner_site.roles import can_build, is_admin
@@ -306,6 +318,19 @@ def run_loaded_text(*, run: Run, seq: int) -> LoadedText | None:
     )
 
 
+LLM_CALL_ENDS = ("llm.completed", "llm.failed")
+
+
+def run_llm_call(*, run: Run, seq: int) -> RunLLMCall | None:
+    """What the LLM call that event ``seq`` of ``run`` ended (its ``llm.completed`` or
+    ``llm.failed``) sent and got back; None when that call was not kept (a run from before
+    calls were kept). Raises ``NotFound`` when event ``seq`` ends no LLM call of the run."""
+    found = RunLLMCall.objects.filter(run_id=run.pk, seq=seq).first()
+    if found is None and not RunEvent.objects.filter(run_id=run.pk, seq=seq, type__in=LLM_CALL_ENDS).exists():
+        raise NotFound(_("Run %(run)s has no LLM call at event %(seq)s.") % {"run": run.pk, "seq": seq})
+    return found
+
+
 def plan_get(*, user: Any, plan_id: int, for_write: bool = False) -> Plan:
     """The plan if ``user`` sees its crew (and may change the crew, with ``for_write``)."""
     plan = Plan.objects.select_related("crew", "llm").filter(pk=plan_id).first()
@@ -321,7 +346,7 @@ def plan_get(*, user: Any, plan_id: int, for_write: bool = False) -> Plan:
 
 def plan_versions(*, plan: Plan) -> QuerySet[PlanVersion]:
     """Every saved version of ``plan``, newest first, with its steps."""
-    steps = PlanStep.objects.select_related("task").order_by("task__order", "task_id", "order")
+    steps = PlanStep.objects.select_related("task").order_by(*PLAN_STEP_ORDER)
     return plan.versions.select_related("created_by").prefetch_related(
         Prefetch("steps", queryset=steps)).order_by("-number")
 
@@ -333,6 +358,56 @@ def plan_as_of(*, plan: Plan, number: int) -> Plan:
     shown = copy.copy(plan)
     shown.version = number
     return shown
+
+
+# What changed in a run's tasks since its plan was approved --------------------------------------
+
+# A task field whose change makes approved steps stale, and what the change is called.
+PLAN_CHANGE_FIELDS = {"description": "description", "expected_output": "expected_output", "agent_id": "agent"}
+
+
+def plan_changes(*, approved: Sequence[Mapping[str, Any]], tasks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """How ``tasks`` differ from the tasks a plan version was written for (``approved``, its
+    ``PlanVersion.tasks``): each as ``{task_id, name, change}``, ``change`` one of "deleted",
+    "added", "description", "expected_output", "agent"; in the tasks' order, deleted ones last.
+
+    A version that remembers no tasks (none of the crew's) tells nothing: no changes.
+    """
+    if not approved:
+        return []
+    before = {t["id"]: t for t in approved}
+    now = {t["id"] for t in tasks}
+    changes: list[dict[str, Any]] = []
+    for task in tasks:
+        old = before.get(task["id"])
+        if old is None:
+            changes.append({"task_id": task["id"], "name": task["name"], "change": "added"})
+            continue
+        changes += [{"task_id": task["id"], "name": task["name"], "change": change}
+                    for field, change in PLAN_CHANGE_FIELDS.items() if old.get(field) != task.get(field)]
+    changes += [{"task_id": t["id"], "name": t["name"], "change": "deleted"} for t in approved if t["id"] not in now]
+    return changes
+
+
+def run_with_plan_tasks(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """``runs`` with the tasks of the plan version each one follows (``plan_tasks``) in the same
+    query: what ``run_plan_changes`` compares, for a list of runs."""
+    version = PlanVersion.objects.filter(plan=OuterRef("plan_id"), number=OuterRef("plan_version")).values("tasks")
+    return runs.annotate(plan_tasks=Subquery(version[:1], output_field=JSONField()))
+
+
+def run_plan_changes(*, run: Run) -> list[dict[str, Any]]:
+    """Which of the run's tasks changed between the approval of the plan version it follows and
+    its kickoff (``plan_changes``). The run runs its tasks as they were at kickoff, so later
+    edits of the crew change nothing for it; a run without an approved plan has no changes."""
+    if run.plan_id is None or run.plan_version is None:
+        return []
+    if "plan_tasks" in run.__dict__:  # read with ``run_with_plan_tasks``
+        approved = run.plan_tasks
+    else:
+        approved = (PlanVersion.objects.filter(plan_id=run.plan_id, number=run.plan_version)
+                    .values_list("tasks", flat=True).first())
+    return plan_changes(approved=approved or [], tasks=(run.snapshot or {}).get("tasks", []))
 
 
 # Plan editor and kickoff panel -------------------------------------------------------------------

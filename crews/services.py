@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from django.db.models import Max
 from django.utils.translation import gettext as _
 
 from agents.models import Agent
+from crews.engine.interpolate import find_placeholders, missing_inputs
 from crews.models import Crew, Task
 from planner_site.errors import Forbidden
 from planner_site.roles import can_build
@@ -20,7 +22,7 @@ _UNSET: Any = object()
 CREW_FIELDS = (
     "name", "description", "process", "manager_llm", "manager_llm_id", "planning", "planning_llm",
     "planning_llm_id", "review_plan",
-    "run_without_plan_on_failure", "max_rpm", "budget_max_tokens", "budget_max_cost_usd",
+    "run_without_plan_on_failure", "on_step_failure", "max_rpm", "budget_max_tokens", "budget_max_cost_usd",
     "default_inputs", "shared",
 )
 TASK_FIELDS = (
@@ -213,3 +215,53 @@ def task_move(*, actor: Any, task: Task, offset: int) -> list[Task]:
     if 0 <= there < len(ids):
         ids[here], ids[there] = ids[there], ids[here]
     return task_reorder(actor=actor, crew=task.crew, task_ids=ids)
+
+
+# Running a crew -------------------------------------------------------------------------------
+
+MAX_INPUT_CHARS = 20_000
+
+
+def inputs_validate(*, crew: Crew, inputs: Any, texts: list[str]) -> dict[str, Any]:
+    """Crew defaults overlaid with ``inputs``; every placeholder filled, values scalars or JSON."""
+    if not isinstance(inputs, dict):
+        raise ValidationError({"inputs": _("Inputs must be an object of name: value.")})
+    merged = {**(crew.default_inputs or {}), **inputs}
+    errors: dict[str, str] = {}
+    for name, value in merged.items():
+        try:
+            size = len(value) if isinstance(value, str) else len(json.dumps(value))
+        except (TypeError, ValueError):
+            errors[f"inputs.{name}"] = _("This value is not text, a number or JSON.")
+            continue
+        if size > MAX_INPUT_CHARS:
+            errors[f"inputs.{name}"] = _("This value is too long (at most %(n)s characters).") % {"n": MAX_INPUT_CHARS}
+    for name in missing_inputs(texts, merged):
+        errors[f"inputs.{name}"] = _("Give a value for {%(name)s}.") % {"name": name}
+    if errors:
+        raise ValidationError(errors)
+    wanted = set(find_placeholders(texts))
+    return {k: v for k, v in merged.items() if k in wanted or k in inputs}
+
+
+def crew_texts(snapshot: dict[str, Any]) -> list[str]:
+    texts: list[str] = []
+    for agent in snapshot["agents"]:
+        texts += [agent["role"], agent["goal"], agent["backstory"]]
+    for task in snapshot["tasks"]:
+        texts += [task["description"], task["expected_output"]]
+    return texts
+
+
+def crew_check_runnable(*, crew: Crew, snapshot: dict[str, Any]) -> None:
+    if not snapshot["tasks"]:
+        raise ValidationError({"tasks": _("Add a task before running this crew.")})
+    if crew.process == Crew.Process.HIERARCHICAL:
+        if not crew.manager_llm_id:
+            raise ValidationError({"manager_llm_id": _("A hierarchical crew needs a manager LLM.")})
+        if not snapshot["agents"]:
+            raise ValidationError({"agent_ids": _("A hierarchical crew needs at least one agent.")})
+    else:
+        for task in snapshot["tasks"]:
+            if task["agent_id"] is None:
+                raise ValidationError({"tasks": _("Task %(name)s has no agent.") % {"name": task["name"]}})

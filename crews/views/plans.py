@@ -109,15 +109,38 @@ def _longest_increasing(values: Sequence[int]) -> set[int]:
     return keep
 
 
+def _same_text_steps(
+    old: Mapping[int, Sequence[StepTuple]],
+    new: Mapping[int, Sequence[StepTuple]],
+    old_where: Mapping[int, tuple[int, int, str, bool]],
+    new_uids: set[int],
+) -> dict[int, int]:
+    """New step id -> old step id, for a step only in ``new`` whose task had a step with the same
+    text that is only in ``old`` (each old step pairs once, in order)."""
+    gone: dict[tuple[int, str], list[int]] = {}
+    for task_id, steps in old.items():
+        for uid, text, _pinned in steps:
+            if uid not in new_uids:
+                gone.setdefault((task_id, text), []).append(uid)
+    was: dict[int, int] = {}
+    for task_id, steps in new.items():
+        for uid, text, _pinned in steps:
+            if uid not in old_where and (same := gone.get((task_id, text))):
+                was[uid] = same.pop(0)
+    return was
+
+
 def diff_versions(
     old: Mapping[int, Sequence[StepTuple]],
     new: Mapping[int, Sequence[StepTuple]],
     task_order: Sequence[int],
 ) -> PlanDiff:
-    """Compare two versions step by step, by stable id (never by text or position).
+    """Compare two versions step by step, by stable id, then by text (never by position).
 
-    A step is *added* or *removed* when its id is in only one version, *changed* when its text
-    differs, *moved* when it left its task or its place among the steps both versions share
+    A step is *added* or *removed* when its id is in only one version, unless the other version
+    has a step of the same task with the very same text and an id of its own: then the two are
+    one step (as after a regeneration that wrote a step again). A kept step is *changed* when its
+    text differs, *moved* when it left its task or its place among the steps both versions share
     changed: the fewest moves that explain the new order (the steps off one longest increasing
     run of old places), so deleting step 1 does not make every later step "moved".
     Removed steps are listed where they used to be, after the step that preceded them.
@@ -125,24 +148,27 @@ def diff_versions(
     old_where = {uid: (task_id, i, text, pinned) for task_id, steps in old.items()
                  for i, (uid, text, pinned) in enumerate(steps)}
     new_uids = {uid for steps in new.values() for uid, _text, _pinned in steps}
+    # A new id whose text an old id of the same task had, and that old id is gone: the same step.
+    was = _same_text_steps(old, new, old_where, new_uids)
+    new_uids |= set(was.values())
     order = list(task_order) + [t for t in {*old, *new} if t not in task_order]
     counts = {"added": 0, "removed": 0, "changed": 0, "moved": 0}
     tasks: list[TaskDiff] = []
     for task_id in order:
         new_steps = list(new.get(task_id, []))
         old_steps = list(old.get(task_id, []))
-        shared = [i for i, (uid, _t, _p) in enumerate(new_steps)
-                  if uid in old_where and old_where[uid][0] == task_id]
-        in_order = _longest_increasing([old_where[new_steps[i][0]][1] for i in shared])
-        stayed = {new_steps[shared[k]][0] for k in in_order}
+        keys = [was.get(uid, uid) for uid, _t, _p in new_steps]  # each new step's id in ``old``
+        shared = [i for i, key in enumerate(keys) if key in old_where and old_where[key][0] == task_id]
+        in_order = _longest_increasing([old_where[keys[i]][1] for i in shared])
+        stayed = {keys[shared[k]] for k in in_order}
         rows: list[StepChange] = []
-        for number, (uid, text, pinned) in enumerate(new_steps, start=1):
-            before = old_where.get(uid)
+        for number, ((uid, text, pinned), key) in enumerate(zip(new_steps, keys, strict=True), start=1):
+            before = old_where.get(key)
             if before is None:
                 rows.append(StepChange(uid, "added", text, pinned=pinned, number=number))
                 counts["added"] += 1
                 continue
-            moved = before[0] != task_id or uid not in stayed
+            moved = before[0] != task_id or key not in stayed
             changed = before[2] != text
             counts["moved"] += moved
             counts["changed"] += changed
@@ -151,17 +177,18 @@ def diff_versions(
         # Removed steps go back where they were: after the nearest earlier step still listed.
         anchor: int | None = None
         inserts: dict[int | None, list[StepChange]] = {}
+        listed = set(keys)
         for uid, text, pinned in old_steps:
             if uid in new_uids:
-                if any(r.uid == uid for r in rows):
+                if uid in listed:
                     anchor = uid
                 continue
             inserts.setdefault(anchor, []).append(StepChange(uid, "removed", text, pinned=pinned))
             counts["removed"] += 1
         merged = list(inserts.get(None, []))
-        for row in rows:
+        for row, key in zip(rows, keys, strict=True):
             merged.append(row)
-            merged.extend(inserts.get(row.uid, []))
+            merged.extend(inserts.get(key, []))
         if merged:
             tasks.append(TaskDiff(task_id, merged))
     return PlanDiff(tasks, counts)

@@ -8,6 +8,7 @@ rest as out-of-band fragments of the same partials (``crews.consumers``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,8 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import reswap, retarget
 
-from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post
+from agents import selectors as agent_selectors
+from agents.views import HtmxHttpRequest, agent_detail_context, domain_errors, redirect_after_post
 from crews import runs, selectors
 from crews.models import Crew, FeedbackRequest, Run, ToolApproval
 from crews.run_view import (
@@ -58,6 +60,8 @@ def run_context(request: HtmxHttpRequest, run: Run, **extra: Any) -> dict[str, A
         "run": run,
         "view": view,
         "can_write": selectors.run_can_write(user=request.user, run=run),
+        # Tasks edited between the approval of the run's plan and its kickoff: said plainly.
+        "plan_changes": selectors.run_plan_changes(run=run),
         # The page shows every event up to last_seq; the socket sends only what comes after.
         "ws_url": f"/ws/runs/{run.pk}/?after={view.last_seq}",
         **extra,
@@ -143,6 +147,54 @@ def run_step_result(request: HtmxHttpRequest, run_id: int, seq: int) -> HttpResp
         anchor = f"answer-{task_key}"
     context.update(step_number=loaded.number, task_name=loaded.task_name, back_url=_detail_url(run, anchor))
     return render(request, "crews/run_step_result.html", context)
+
+
+@require_GET
+@domain_errors
+@vary_on_headers("HX-Request")  # one URL, two answers (fragment or page): caches must tell them apart
+def run_llm_call(request: HtmxHttpRequest, run_id: int, seq: int) -> HttpResponse:
+    """What the LLM call that event ``seq`` ended (its ``llm.completed`` or ``llm.failed``) was
+    sent and what came back, scrubbed of keys, so a person can check that the approved plan
+    reached the model (ENGINE.md §2b).
+
+    The run page loads it when the call's row first opens, as a step's result; without
+    JavaScript the row's link opens it as a page. Everything in it is the model's or the
+    people's text: escaped by the template, never marked safe.
+    """
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    call = selectors.run_llm_call(run=run, seq=seq)
+    context: dict[str, Any] = {"run": run, "call": call,
+                               "messages": [_shown_message(m) for m in call.messages] if call else []}
+    if request.htmx:
+        return render(request, "crews/run_llm_call.html#call", context)
+    context["back_url"] = _detail_url(run)
+    return render(request, "crews/run_llm_call.html", context)
+
+
+def _shown_message(message: Any) -> dict[str, Any]:
+    """A request message as the page shows it: who said it, its text, the tools it called."""
+    if not isinstance(message, dict):
+        return {"role": "", "label": "", "name": "", "text": _as_text(message), "tool_calls": []}
+    role = str(message.get("role") or "")
+    labels = {"system": _("System"), "user": _("User"), "assistant": _("Assistant"), "tool": _("Tool result")}
+    calls = [c.get("function") or {} for c in message.get("tool_calls") or () if isinstance(c, dict)]
+    return {
+        "role": role, "label": labels.get(role, role), "name": str(message.get("name") or ""),
+        "text": _as_text(message.get("content")),
+        "tool_calls": [{"name": str(c.get("name") or ""), "arguments": str(c.get("arguments") or "")} for c in calls],
+    }
+
+
+def _as_text(content: Any) -> str:
+    """A message's content as text: content parts give their text, anything else its JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] if isinstance(p, dict) and isinstance(p.get("text"), str) else _as_text(p)
+                         for p in content)
+    return json.dumps(content, ensure_ascii=False, indent=2, default=str)
 
 
 @require_POST
@@ -301,12 +353,34 @@ def recent_runs(*, user: Any, crew: Crew, limit: int = 5) -> list[Run]:
     return list(selectors.run_list(user=user, crew_id=crew.pk)[:limit])
 
 
+@require_POST
+@domain_errors
+def agent_ask(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
+    """Ask an agent something directly: a run of that agent alone, watched on its run page.
+
+    A crews page: a run belongs to the crews app, and the agents app knows nothing of runs."""
+    agent = agent_selectors.agent_get(user=request.user, agent_id=agent_id, for_write=True)
+    message = request.POST.get("message", "")
+    try:
+        run = runs.run_kickoff_agent(actor=request.user, agent=agent, message=message)
+    except (ValidationError, TooMany) as exc:
+        error = " ".join(exc.messages) if isinstance(exc, ValidationError) else exc.detail
+        context = {**agent_detail_context(request, agent), "ask_error": error, "ask_message": message}
+        template = "agents/agent_detail.html"
+        if request.htmx:
+            template += "#ask-form"
+        return render(request, template, context, status=422 if not request.htmx else 200)
+    return redirect_after_post(request, reverse("crews:run-detail", args=[run.pk]))
+
+
 urlpatterns: list[URLPattern] = [
+    path("agents/<int:agent_id>/ask/", agent_ask, name="agent-ask"),
     path("runs/", run_list, name="run-list"),
     path("crews/<int:crew_id>/runs/", crew_runs, name="crew-runs"),
     path("runs/<int:run_id>/", run_detail, name="run-detail"),
     path("runs/<int:run_id>/output.md", run_output, name="run-output"),
     path("runs/<int:run_id>/events/<int:seq>/result/", run_step_result, name="run-step-result"),
+    path("runs/<int:run_id>/events/<int:seq>/llm-call/", run_llm_call, name="run-llm-call"),
     path("runs/<int:run_id>/stop/", run_stop, name="run-stop"),
     path("runs/<int:run_id>/feedback/", run_feedback, name="run-feedback"),
     path("runs/<int:run_id>/approvals/<str:approval_id>/", run_approval, name="run-approval"),

@@ -803,3 +803,26 @@ def test_deleting_an_agent(client, builder):
 
     assert client.delete(f"/agents/{agent['id']}", user=builder).status_code == 204
     assert client.get(f"/agents/{agent['id']}", user=builder).status_code == 404
+
+
+def test_seeding_moves_an_unedited_retired_default_to_todays_text_and_keeps_an_edited_one(client, admin_user):
+    from agents.engine.prompts import DEFAULTS
+    from agents.models import PromptTemplate, PromptTemplateVersion
+    from agents.services import prompt_seed
+    from tests.agents.retired_prompts import OLD_OBSERVE, OLD_SYNTHESIS
+
+    # An install seeded by the release before: its templates hold the old default texts.
+    for key, old in (("observe", OLD_OBSERVE), ("synthesis", OLD_SYNTHESIS)):
+        template = PromptTemplate.objects.get(key=key)
+        template.versions.all().delete()
+        PromptTemplateVersion.objects.create(template=template, number=1, text=old)
+    # An admin then edited synthesis.
+    assert client.put("/prompts/synthesis", json={"text": "Merge: {step_results}"}, user=admin_user).status_code == 200
+
+    assert prompt_seed() == 1
+    assert prompt_seed() == 0  # seeding again changes nothing
+
+    observe = client.get("/prompts/observe", user=admin_user).json()
+    assert (observe["version"], observe["text"]) == (2, DEFAULTS["observe"].text)
+    synthesis = client.get("/prompts/synthesis", user=admin_user).json()
+    assert (synthesis["version"], synthesis["text"]) == (2, "Merge: {step_results}")

@@ -75,6 +75,7 @@ def test_a_builder_creates_a_crew_with_the_documented_defaults(client, builder):
         "planning": False,
         "planning_llm_id": None,
         "review_plan": False,
+        "on_step_failure": "continue",
         "max_rpm": None,
         "budget": {"max_tokens": None, "max_cost_usd": None},
         "default_inputs": {},
@@ -99,6 +100,7 @@ def test_a_crew_is_created_with_every_field(client, builder):
         planning_llm_id=manager,
         review_plan=True,
         run_without_plan_on_failure=True,
+        on_step_failure="ask",
         max_rpm=30,
         budget={"max_tokens": 50_000, "max_cost_usd": 1.25},
         default_inputs={"topic": "AI", "year": 2026},
@@ -112,6 +114,7 @@ def test_a_crew_is_created_with_every_field(client, builder):
     assert body["default_inputs"] == {"topic": "AI", "year": 2026}
     assert body["input_names"] == ["topic"]
     assert body["shared"] is True
+    assert body["on_step_failure"] == "ask"
 
 
 def test_a_crew_shows_its_tasks_and_the_inputs_its_texts_use(client, builder, demo_crew):
@@ -164,6 +167,7 @@ def test_json_braces_in_a_task_are_text_not_inputs(client, builder, crew):
         ({"agent_ids": "1"}, "agent_ids"),
         ({"agent_ids": [10**30]}, "agent_ids.0"),
         ({"max_rpm": 0}, "max_rpm"),
+        ({"on_step_failure": "panic"}, "on_step_failure"),
         ({"budget": {"max_tokens": 0}}, "budget.max_tokens"),
         ({"budget": {"max_cost_usd": 0}}, "budget.max_cost_usd"),
         ({"budget": {"max_cost_usd": 10**12}}, "budget.max_cost_usd"),

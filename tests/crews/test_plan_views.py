@@ -709,3 +709,18 @@ def test_identical_versions_have_no_changes() -> None:
     diff = diff_versions(same, same, [1])
 
     assert not diff.has_changes and all(s.same for s in diff.tasks[0].steps)
+
+
+def test_a_step_with_a_new_id_and_the_same_text_is_unchanged() -> None:
+    # As after a regeneration that wrote steps 1 and 3 again (new ids) and replaced step 2.
+    old = {1: [(1, "a", False), (2, "b", False), (3, "c", False)], 2: [(4, "d", False)]}
+    new = {1: [(5, "a", False), (6, "B!", False), (7, "c", False)], 2: [(8, "c", False)]}
+
+    diff = diff_versions(old, new, [1, 2])
+
+    assert rows(diff, 1) == [(5, "kept", False, False), (2, "removed", False, False), (6, "added", False, False),
+                             (7, "kept", False, False)]
+    assert [s.same for s in diff.tasks[0].steps] == [True, False, False, True]
+    # Only within its task: the same text under another task is another step.
+    assert rows(diff, 2) == [(4, "removed", False, False), (8, "added", False, False)]
+    assert diff.counts == {"added": 2, "removed": 2, "changed": 0, "moved": 0}

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from crews import runner, runs
+from crews import plans, runner, runs
 from crews.bridge import payload_of, record_event
 from crews.models import FeedbackRequest, Run, RunEvent, RunTask, ToolApproval
 from crews.run_view import RunView, markdown, render_event_html
@@ -692,7 +692,7 @@ def test_asking_an_agent_starts_its_run_and_opens_the_run_page(builder):
     client = signed_in(builder)
 
     page = client.get(reverse("agents:agent-detail", args=[agent.pk])).content.decode()
-    response = client.post(reverse("agents:agent-ask", args=[agent.pk]), {"message": "Plan a two-day trip to Lisbon"})
+    response = client.post(reverse("crews:agent-ask", args=[agent.pk]), {"message": "Plan a two-day trip to Lisbon"})
 
     run = Run.objects.get(agent=agent)
     assert "Ask this agent" in page and 'name="message"' in page
@@ -704,8 +704,8 @@ def test_asking_nothing_is_an_inline_error(builder):
     agent = make_agent(builder, "Trip planner")
     client = signed_in(builder)
 
-    plain = client.post(reverse("agents:agent-ask", args=[agent.pk]), {"message": "  "})
-    htmx = client.post(reverse("agents:agent-ask", args=[agent.pk]), {"message": ""}, HTTP_HX_REQUEST="true")
+    plain = client.post(reverse("crews:agent-ask", args=[agent.pk]), {"message": "  "})
+    htmx = client.post(reverse("crews:agent-ask", args=[agent.pk]), {"message": ""}, HTTP_HX_REQUEST="true")
 
     assert plain.status_code == 422 and "Write what the agent should do." in plain.content.decode()
     assert htmx.content.decode().strip().startswith('<section id="ask"')
@@ -719,22 +719,32 @@ def test_a_viewer_cannot_ask_an_agent(builder, viewer):
 
     client: Client = signed_in(viewer)
     page = client.get(reverse("agents:agent-detail", args=[agent.pk]))
-    response = client.post(reverse("agents:agent-ask", args=[agent.pk]), {"message": "Hi"})
+    response = client.post(reverse("crews:agent-ask", args=[agent.pk]), {"message": "Hi"})
 
     assert page.status_code == 200 and "Ask this agent" not in page.content.decode()
     assert response.status_code == 403
 
 
-def test_each_task_lists_its_steps_from_the_approved_crew_plan(demo_crew, builder):
+def approved_texts(view: RunView, index: int = 0) -> list[str]:
+    (segment,) = [s for s in view.tasks[index].plan if getattr(s, "status", "") == "approved"]
+    return [step.description for step in segment.steps]
+
+
+def test_each_task_shows_its_approved_steps_and_each_steps_status(demo_crew, builder):
     run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"}, enqueue=False)
     runner.execute(run.pk)
     view = RunView.build(run)
+    approved = plans.steps_by_task_key(Run.objects.get(pk=run.pk).plan, Run.objects.get(pk=run.pk).plan_version)
 
     html = signed_in(builder).get(detail(run)).content.decode()
 
-    assert all(task.crew_steps for task in view.tasks)
-    assert "Steps from the crew plan" in html
-    assert all(escape(text) in html for text in view.tasks[0].crew_steps)
+    # The approved steps are the agent's plan: no second "agent's plan", every step done.
+    for task in view.tasks:
+        assert [s.description for s in task.steps] == [s.text for s in approved[str(task.task_id)]]
+        assert [s.step_id for s in task.steps] == [s.id for s in approved[str(task.task_id)]]
+        assert {s.status for s in task.steps} == {"completed"}
+    assert html.count("The approved plan") >= 2 and "The agent&#x27;s plan" not in html
+    assert all(escape(text) in html for text in approved_texts(view))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -749,7 +759,7 @@ async def test_the_socket_brings_the_approved_crew_plans_steps_into_the_tasks(de
         run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"}, enqueue=False)
         runner.execute(run.pk)
         approved = RunEvent.objects.get(run=run, type="crew_plan.approved").seq
-        return run, approved, RunView.build(run).tasks[0].crew_steps
+        return run, approved, approved_texts(RunView.build(run))
 
     run, approved, steps = await database_sync_to_async(setup)()
     headers = await database_sync_to_async(session_headers)(builder)
@@ -760,7 +770,7 @@ async def test_the_socket_brings_the_approved_crew_plans_steps_into_the_tasks(de
     message = await communicator.receive_from(timeout=3)
 
     assert f'<li id="event-{approved}"' in message
-    assert "Steps from the crew plan" in message and escape(steps[0]) in message
+    assert "The approved plan" in message and escape(steps[0]) in message
     await communicator.disconnect()
 
 
@@ -810,3 +820,31 @@ def test_llm_call_markup_is_the_same_however_often_it_is_asked_for() -> None:
         assert call.html() != done  # per language: its figures and labels
     call.status, call.error, call.retrying = "failed", "rate <limit>", True
     assert "rate &lt;limit&gt;" in call.html()
+
+
+def test_a_deviation_shows_as_a_diff_and_a_proposal_waits_with_links_to_review_it(builder):
+    run = queued_run(builder)
+    started(run)
+    first = task_ids(run)[0]
+    steps = [{"step_id": f"{first}.p1", "number": 1, "description": "Read <the> tables"},
+             {"step_id": f"{first}.p2", "number": 2, "description": "Write the report"}]
+    record_event(run.pk, "task.started", {"task_id": str(first)}, task_id=first)
+    record_event(run.pk, "agent_plan.bound", {"on_step_failure": "adapt", "steps": steps}, task_id=first)
+    record_event(run.pk, "step.started", steps[0], task_id=first, step_id=f"{first}.p1")
+    record_event(run.pk, "step.completed", {**steps[0], "outcome": "failed", "result": "", "error": "no tables"},
+                 task_id=first, step_id=f"{first}.p1")
+    record_event(run.pk, "crew_plan.deviated", {"reason": "step 1 did not complete successfully",
+                                                "before": ["Write the report"], "after": ["Estimate <it>"]},
+                 task_id=first)
+
+    record_event(run.pk, "run.awaiting_approval", {"plan_id": 7, "version": 3, "task_id": first,
+                                                   "reason": "step 1 failed", "kind": "deviation"})
+
+    html = signed_in(builder).get(detail(run)).content.decode()
+
+    assert "The approved plan" in html and "The agent&#x27;s plan" not in html
+    assert "Read &lt;the&gt; tables" in html and 'data-status="failed"' in html
+    assert "The agent changed the approved plan" in html
+    assert "<del>Write the report</del>" in html and "<ins>Estimate &lt;it&gt;</ins>" in html
+    assert "the agent proposes new steps" in html
+    assert reverse("crews:plan-diff", args=[7]) + "?from=2&amp;to=3" in html

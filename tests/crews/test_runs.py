@@ -45,13 +45,16 @@ from tests.fakes.openai_server import FakeLLMServer, Reply
 
 pytestmark = pytest.mark.usefixtures("stop_leftover_runs")
 
-DEMO_EVENTS = [
-    "run.queued", "run.started", "run.planning", "crew_plan.started", "llm.started", "llm.completed",
-    "crew_plan.completed", "crew_plan.approved", "run.running",
-    "task.started", "llm.started", "llm.completed", "task.completed",
-    "task.started", "llm.started", "llm.completed", "task.completed",
-    "run.succeeded",
-]  # fmt: skip
+def demo_events(steps_per_task: list[int]) -> list[str]:
+    """A planning crew's events on the demo model: each approved step is a step of its own."""
+    step = ["step.started", "llm.started", "llm.completed", "step.completed", "step.observed"]
+    tasks = [["task.started", "agent_plan.bound", *step * n, "task.completed"] for n in steps_per_task]
+    return [
+        "run.queued", "run.started", "run.planning", "crew_plan.started", "llm.started", "llm.completed",
+        "crew_plan.completed", "crew_plan.approved", "run.running",
+        *(e for t in tasks for e in t),
+        "run.succeeded",
+    ]  # fmt: skip
 
 
 def task_requests(gateway: Any, task: Task) -> list[Any]:
@@ -144,9 +147,11 @@ def test_the_demo_model_runs_a_planning_crew_with_a_gapless_event_log(demo_crew,
 
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED, run.error
-    assert event_types(run) == DEMO_EVENTS
+    counts = [len(v) for v in plans.steps_by_task_key(run.plan, run.plan_version).values()]
+    assert len(counts) == 2 and all(3 <= n <= 5 for n in counts)
+    assert event_types(run) == demo_events(counts)
     seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
-    assert seqs == list(range(1, len(DEMO_EVENTS) + 1)) and run.last_seq == len(seqs)
+    assert seqs == list(range(1, len(seqs) + 1)) and run.last_seq == len(seqs)
     results = list(run.task_results.order_by("order"))
     assert [r.status for r in results] == [RunTask.Status.DONE, RunTask.Status.DONE]
     assert run.output == results[-1].output and "tides" in results[0].output
@@ -176,7 +181,7 @@ def test_usage_rolls_up_per_run_and_per_task_from_the_llm_events(builder, monkey
     assert run.cost_usd == Decimal("0.00175") == sum(Decimal(str(e.data["cost_usd"])) for e in completed)
     for result in run.task_results.all():
         mine = [e for e in completed if e.task_id == result.task_id_snapshot]
-        assert len(mine) == result.llm_calls == 1
+        assert len(mine) == result.llm_calls == 1  # one approved step, which answers
         assert result.prompt_tokens == mine[0].data["prompt_tokens"]
         assert result.completion_tokens == mine[0].data["completion_tokens"]
         assert result.cost_usd == Decimal(str(mine[0].data["cost_usd"]))
@@ -671,6 +676,26 @@ def test_the_token_budget_stops_the_run_as_failed(demo_crew, builder):
     assert types.count("llm.started") == 0  # the plan's prompt alone passes it: nothing was sent
     exceeded = RunEvent.objects.get(run=run, type="budget.exceeded").data
     assert exceeded["limit"] == "max_tokens" and exceeded["used"] > 50
+
+
+def test_the_cost_budget_stops_the_run_before_a_call_that_could_cross_it(demo_crew, builder):
+    # The demo model charges nothing, but priced like this its first answer (4096 tokens at most)
+    # could cost $4.10 of the $0.01 the crew may spend: it is never asked.
+    LLM.objects.filter(is_default=True).update(input_price_per_1k=Decimal("0.01"), output_price_per_1k=Decimal(1))
+    demo_crew.budget_max_cost_usd = Decimal("0.01")
+    demo_crew.save()
+    run = runs.run_kickoff(actor=builder, crew=demo_crew, inputs={"topic": "tides"})
+
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert run.error.startswith("budget exceeded: max_cost_usd used $0.0000 of $0.0100; the next call could cost up to $4.")
+    types = event_types(run)
+    assert types[-2:] == ["budget.exceeded", "run.failed"] and "llm.started" not in types
+    exceeded = RunEvent.objects.get(run=run, type="budget.exceeded").data
+    assert (exceeded["limit"], exceeded["used"], exceeded["allowed"]) == ("max_cost_usd", 0, 0.01)
+    assert exceeded["next_call_usd"] > 4.096
 
 
 @pytest.mark.django_db(transaction=True)

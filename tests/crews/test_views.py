@@ -23,6 +23,7 @@ def crew_data(**overrides: Any) -> dict[str, Any]:
         "process": "sequential",
         "manager_llm": "",
         "planning_llm": "",
+        "on_step_failure": "continue",  # a radio group: one choice is always checked
         "max_rpm": "",
         "budget_max_tokens": "",
         "budget_max_cost_usd": "",
@@ -262,6 +263,19 @@ def test_a_second_crew_with_the_same_name_is_refused_on_the_name(
     response = signed_in(builder).post(reverse("crews:crew-create"), crew_data(name="AI LLMs"))
     assert response.status_code == 200
     assert field_error(response.content.decode(), "id_name")
+
+
+def test_the_crew_form_sets_what_happens_when_a_step_fails(builder: Any) -> None:
+    client = signed_in(builder)
+    page = client.get(reverse("crews:crew-create")).content.decode()
+    assert "Let the agent replan the rest, and show me the changes" in page
+
+    response = client.post(reverse("crews:crew-create"), crew_data(on_step_failure="adapt"))
+    bad = client.post(reverse("crews:crew-create"), crew_data(name="Other", on_step_failure="panic"))
+
+    assert response.status_code == 302
+    assert Crew.objects.get(name="Launch crew").on_step_failure == "adapt"
+    assert bad.status_code == 200 and field_error(bad.content.decode(), "id_on_step_failure")
 
 
 def test_htmx_crew_form_errors_are_the_partial_only(builder: Any) -> None:

@@ -67,6 +67,9 @@ class SlowModel:
                                "needs_replan": False, "replan_reason": "", "goal_achieved": False}, **slow)
         if "Combine the results of the steps below" in text:
             return Reply.text(ANSWER, **streamed)
+        if "Do only this step" in text and "final answer to the overall task" in text:
+            # The last step of an approved plan: a ReAct agent answers the task there.
+            return Reply.text(f"Thought: I now know the final answer\nFinal Answer: {ANSWER}", **streamed)
         if "Do only this step" in text:
             return Reply.text("Thought: I now know the final answer\nFinal Answer: Done: the step's result.", **streamed)
         return Reply.text(f"Thought: I now know the final answer\nFinal Answer: {ANSWER}", **streamed)
@@ -160,8 +163,11 @@ def statuses_seen(page: Page) -> set[str]:
     return set(page.evaluate("Array.from(window.__statuses)"))
 
 
-def test_approve_the_plan_then_watch_steps_statuses_and_cost_change_live(page: Page, app_server: LiveServer,
-                                                                        fake_model: Any) -> None:
+EDITED = "Gather the sights of Lisbon worth a morning (edited)"
+
+
+def test_approve_an_edited_plan_watch_each_approved_step_tick_and_read_what_the_model_was_sent(
+        page: Page, app_server: LiveServer, fake_model: Any) -> None:
     llm, model = fake_model
     ids = start_run(app_server, llm, "Watched trip", planning=True, review=True, human_input=True)
     sign_in(page)
@@ -170,6 +176,13 @@ def test_approve_the_plan_then_watch_steps_statuses_and_cost_change_live(page: P
 
     expect(status).to_have_attribute("data-status", "awaiting_approval", timeout=20_000)
     page.get_by_role("link", name="Review the plan").click()
+    # The person edits the first step of the first task before approving.
+    days = page.get_by_role("region", name=re.compile(r"^\d+\. Plan the days$"))
+    days.locator(".step__text").first.click()
+    box = days.get_by_role("textbox", name="Text of step 1")
+    box.fill(EDITED)
+    box.press("Enter")
+    expect(days.locator(".step__text").first).to_have_text(EDITED)
     model.gate = threading.Event()  # the model waits until this page is watching, however slow the box
     try:
         page.get_by_role("button", name="Approve & continue").click()
@@ -184,12 +197,24 @@ def test_approve_the_plan_then_watch_steps_statuses_and_cost_change_live(page: P
 
     first = page.locator(f"#task-{ids['tasks'][0]}")
     expect(first.locator(".task-head")).to_have_attribute("data-status", "running", timeout=20_000)
-    expect(first.locator(".plan-segment .step-head")).to_have_count(3, timeout=20_000)
-    expect(first.locator('.step-head[data-status="completed"]')).to_have_count(3, timeout=30_000)
+    # The approved steps are the agent's plan (it plans on its own otherwise): no second plan.
+    approved = first.get_by_role("region", name="The approved plan")
+    expect(approved.locator(".step-head")).to_have_count(2)
+    expect(approved.locator(".step-head__text").first).to_have_text(EDITED)
+    expect(first.locator(".plan-segment")).to_have_count(1)
+    expect(first.locator('.step-head[data-status="completed"]')).to_have_count(2, timeout=30_000)
     step_heads = first.locator(".step-head").evaluate_all("heads => heads.map(h => h.id)")
     seen = statuses_seen(page)
     # Each step went from "to do" through "working" to "done" on this page, one event at a time.
     assert all(f"{head}:running" in seen and f"{head}:completed" in seen for head in step_heads), seen
+    assert not any(m in str(r.messages) for r in llm.requests for m in ('"plan": "a one-line summary"',))
+    # What the model was sent: the first step's LLM call opens on the edited text.
+    first_step = first.locator(".step").first
+    first_step.locator(".activity--step > summary").click()
+    call = first_step.locator(".entry--llm").first
+    call.locator("summary").click()
+    expect(call).to_contain_text(EDITED, timeout=10_000)
+    expect(call).not_to_contain_text("sk-test-123456")
     expect(cost).not_to_have_text(cost_before)
     # A step's result, re-rendered by the socket, loads when its disclosure opens.
     first_result = first.locator(".step-result__details").first
