@@ -87,7 +87,20 @@ TEMPLATES = [
                 "planner_site.context_processors.site",
             ],
         },
-    }
+    },
+    {
+        # Only the hot fragments, as macros (planner_site/jinja2.py); files end in .jinja so the
+        # engine above never picks one up by name.
+        "NAME": "jinja2",
+        "BACKEND": "django.template.backends.jinja2.Jinja2",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": False,
+        "OPTIONS": {
+            "environment": "planner_site.jinja2.environment",
+            "autoescape": True,
+            "auto_reload": DEBUG,
+        },
+    },
 ]
 
 DATABASE_URL = env_str("DATABASE_URL", "")
