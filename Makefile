@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint unit e2e scaleout bench setup clean messages compile-messages
+.PHONY: run test lint unit e2e scaleout bench setup setup-test lock clean messages compile-messages
 
 # Python >= 3.12 (Django 6): python3.13, python3.12, python3, or a pyenv-installed version.
 define find_python
@@ -23,30 +23,47 @@ fi; \
 echo "Crew Planner needs Python 3.12 or newer (Django 6). Install python3.12 and try again." >&2; exit 1
 endef
 
-$(VENV)/.installed: pyproject.toml
+UV_VERSION := 0.13.9
+UV := $(VENV)/bin/uv
+
+# The venv and uv (a fast installer, from PyPI) in it. Each lock file below installs on top.
+$(UV):
 	@py="$$( $(find_python) )" || exit 1; \
 	  if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then \
 	    rm -rf $(VENV); echo "Creating $(VENV) with $$py"; "$$py" -m venv $(VENV) || exit 1; fi
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@echo "Installing uv $(UV_VERSION) (the installer)"
+	@$(PY) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+# What serving needs, from the lock file (requirements/serve.txt, hashes checked); uv shows progress.
+$(VENV)/.serve-installed: requirements/serve.txt | $(UV)
+	@echo "Installing what the app needs (requirements/serve.txt)"
+	$(UV) pip install --python $(PY) --require-hashes -r requirements/serve.txt
 	@touch $@
 
-setup: $(VENV)/.installed
+# The test tools on top (requirements/test.txt holds both sets).
+$(VENV)/.test-installed: requirements/test.txt $(VENV)/.serve-installed
+	@echo "Installing the test tools (requirements/test.txt)"
+	$(UV) pip install --python $(PY) --require-hashes -r requirements/test.txt
+	@touch $@
 
-run: setup
-	$(PY) manage.py migrate --no-input
-	$(PY) manage.py seed
-	$(PY) manage.py serve --host 127.0.0.1 --port $(PORT)
+setup: $(VENV)/.serve-installed
 
-lint: setup
+setup-test: $(VENV)/.test-installed
+
+# Regenerate both lock files after a change of pyproject.toml's dependencies.
+lock: $(UV)
+	$(UV) pip compile pyproject.toml --universal --python-version 3.12 --generate-hashes -o requirements/serve.txt
+	$(UV) pip compile pyproject.toml --extra dev --universal --python-version 3.12 --generate-hashes -o requirements/test.txt
+
+lint: setup-test
 	$(VENV)/bin/ruff check .
 
-unit: setup
+unit: setup-test
 	$(PY) -m pytest -q -rs
 
 # The browser suite runs in its own pytest invocation: Playwright's sync API keeps an event loop
 # running, which clashes with pytest-asyncio tests in the same process.
-e2e: setup
+e2e: setup-test
 	@if [ -x /usr/bin/chromium ]; then \
 	  DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -q -rs -p no:asyncio -W ignore::pytest.PytestConfigWarning -o addopts="-p no:cacheprovider --import-mode=importlib" tests/e2e; \
 	elif [ "$${REQUIRE_E2E:-0}" = "1" ]; then \
@@ -56,12 +73,12 @@ e2e: setup
 	fi
 
 # Needs DATABASE_URL (PostgreSQL) and REDIS_URL; .ci/run provides them.
-scaleout: setup
+scaleout: setup-test
 	$(PY) -m pytest -q -rs -o addopts="-p no:cacheprovider --import-mode=importlib" tests/scaleout
 
 test: lint unit e2e
 
-bench: setup
+bench: setup-test
 	$(PY) bench/startup.py
 
 # Translations (locale/pt_BR). Only these two need gettext (apt-get install gettext): the compiled

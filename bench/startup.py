@@ -2,6 +2,7 @@
 
 Run from the repository root on a prepared venv: ``.venv/bin/python bench/startup.py`` (``--rounds
 N``, default 5). Nothing leaves loopback. bench/README.md says what the figures mean.
+``--fresh`` times a fresh install to its first page instead (bench/fresh_install.py).
 
 Every round runs what ``make run`` runs on an existing install (``migrate`` and ``seed``, timed
 together), then starts ``manage.py serve`` twice on a free port: as shipped, where litellm is
@@ -336,4 +337,12 @@ def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="server starts per variant")
-    main(parser.parse_args().rounds)
+    parser.add_argument("--fresh", action="store_true",
+                        help="instead: a fresh install to its first page, then a second make run (bench/fresh_install.py)")
+    args = parser.parse_args()
+    if args.fresh:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from fresh_install import main as fresh_main
+
+        sys.exit(fresh_main(keep=False))
+    main(args.rounds)
