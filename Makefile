@@ -50,6 +50,11 @@ setup: $(VENV)/.serve-installed
 
 setup-test: $(VENV)/.test-installed
 
+run: setup
+	$(PY) manage.py migrate --no-input
+	$(PY) manage.py seed
+	$(PY) manage.py serve --host 127.0.0.1 --port $(PORT)
+
 # Regenerate both lock files after a change of pyproject.toml's dependencies.
 lock: $(UV)
 	$(UV) pip compile pyproject.toml --universal --python-version 3.12 --generate-hashes -o requirements/serve.txt

@@ -76,9 +76,11 @@ def make_run(tree: Path, env: dict[str, str], port: int, log: list[str]) -> tupl
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     page = first_page(port, started + TIMEOUT, process)
-    os.killpg(process.pid, signal.SIGTERM)
     try:
+        os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
+    except ProcessLookupError:  # make ended on its own (a failure: its output says why)
+        process.wait()
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()

@@ -40,3 +40,16 @@ def test_the_lock_files_carry_hashes() -> None:
     for name in ("serve.txt", "test.txt"):
         text = (ROOT / "requirements" / name).read_text()
         assert text.count("==") <= text.count("--hash=sha256:")
+
+
+def test_make_run_and_make_test_do_what_the_readme_says() -> None:
+    import subprocess
+
+    def dry(target: str) -> str:
+        done = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True)
+        return done.stdout
+
+    run, test = dry("run"), dry("test")
+    assert "manage.py migrate" in run and "manage.py seed" in run and "manage.py serve" in run
+    assert "requirements/test.txt" not in run  # serving installs no test tools
+    assert "ruff check" in test and "pytest" in test and "tests/e2e" in test
