@@ -226,10 +226,13 @@ def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
     """
     data = data or {}
     usage = None
-    if type_ == "crew_plan.deviated" and "plan_id" not in data:
-        # The engine knows no plan rows: say which approved version the run departed from.
-        plan_id, version = Run.objects.values_list("plan_id", "plan_version").get(pk=run_id)
-        data = {**data, "plan_id": plan_id, "version": version}
+    if type_ == "crew_plan.deviated":
+        # API.md's fields. The engine knows no plan rows: an agent's own change (adapt) departs
+        # from the version the run follows; a person's (ask) names its versions itself.
+        if "plan_id" not in data:
+            plan_id, version = Run.objects.values_list("plan_id", "plan_version").get(pk=run_id)
+            data = {**data, "plan_id": plan_id, "version": version, "from_version": version}
+        data = {**data, "task_id": task_id}
     if type_ == "llm.completed":
         usage = (int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0),
                  Decimal(str(data.get("cost_usd") or 0)))

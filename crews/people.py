@@ -10,10 +10,11 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from agents.engine.runtime import ApprovalDecision, Cancelled, CancelToken
+from agents.engine.runtime import ApprovalDecision, Cancelled, CancelToken, PlanRevision
 from agents.engine.specs import ApprovedStep
 from crews import plans, runs
 from crews.models import FeedbackRequest, Plan, ToolApproval
+from crews.plans import approved_step_id
 
 POLL_SECONDS = 0.25  # how often a waiting run looks for a person's answer or a stop request
 
@@ -49,17 +50,34 @@ class DatabaseHuman:
 
     async def request_plan_change(
         self, *, task_key: str, reason: str, done_step_ids: Sequence[str], proposed: Sequence[str]
-    ) -> list[ApprovedStep]:
+    ) -> PlanRevision:
+        """The proposal becomes a version of the run's own plan; the run waits until a person
+        approves it (in the editor or the API), then goes on with the steps approved for the
+        task, less those it completed (unless the person changed one: it runs again)."""
         task_id = int(task_key)
         keep = [int(uid) for uid in (_approved_uid(task_key, s) for s in done_step_ids) if uid is not None]
-        plan = await sync_to_async(runs.run_propose_plan_change)(
-            run_id=self.run_id, task_id=task_id, keep_uids=keep, texts=list(proposed), reason=reason)
+        propose = sync_to_async(runs.run_propose_plan_change)
+        while (asked := await propose(run_id=self.run_id, task_id=task_id, keep_uids=keep,
+                                      texts=list(proposed), reason=reason)) is None:
+            # The run waits for a person already (another task's question): this one waits its turn.
+            self.cancel.raise_if_cancelled()
+            await self.cancel.race(asyncio.sleep(POLL_SECONDS))
+        plan, departed = asked
         proposed_version = plan.version
         approved = await self._wait(lambda: Plan.objects.filter(
             pk=plan.pk, status=Plan.Status.APPROVED, approved_version__gte=proposed_version).first())
-        await sync_to_async(runs.run_resume_with_plan)(run_id=self.run_id, plan=approved)
-        steps = await sync_to_async(plans.steps_by_task_key)(approved, approved.approved_version)
-        return [s for s in steps.get(task_key, []) if _approved_uid(task_key, s.id) not in keep]
+        if not await sync_to_async(runs.run_resume_with_plan)(run_id=self.run_id, plan=approved):
+            raise Cancelled("the run no longer waits for this plan")
+        number = approved.approved_version
+        read = sync_to_async(plans.steps_by_task_key)
+        before = {s.id: s.text for s in (await read(plan, departed)).get(task_key, [])}
+        steps = (await read(approved, number)).get(task_key, [])
+        kept = {approved_step_id(task_id, uid) for uid in keep}
+        remaining = [
+            s if s.id not in kept else ApprovedStep(id=f"{s.id}.v{number}", text=s.text)  # edited: again
+            for s in steps if s.id not in kept or before.get(s.id) != s.text
+        ]
+        return PlanRevision(remaining, {"plan_id": plan.pk, "version": number, "from_version": departed})
 
     async def _wait(self, fetch: Any) -> Any:
         find = sync_to_async(fetch)

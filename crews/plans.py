@@ -80,7 +80,7 @@ def tasks_snapshot(*, crew_id: int) -> list[dict[str, Any]]:
 
 
 def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Sequence[StepTuple]],
-                 keep: int | None = None) -> PlanVersion:
+                 keep: int | None = None, keep_deleted: bool = False) -> PlanVersion:
     """Write ``steps`` (task id -> [(uid or None, text, pinned)]) as the plan's next version.
 
     With ``keep`` (a version number), the tasks not in ``steps`` keep that version's steps. The
@@ -92,15 +92,17 @@ def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Seque
                                          tasks=tasks_snapshot(crew_id=plan.crew_id))
     if keep is not None:
         source = PlanVersion.objects.values_list("pk", flat=True).get(plan=plan, number=keep)
-        _copy_steps(source=source, target=version.pk, skip_tasks=list(steps))
+        _copy_steps(source=source, target=version.pk, skip_tasks=list(steps), keep_deleted=keep_deleted)
     next_uid = plan.next_step_uid
     rows = []
+    alive = set(Task.objects.filter(pk__in=list(steps)).values_list("pk", flat=True))
     for task_id, task_steps in steps.items():
         for order, (uid, text, pinned) in enumerate(task_steps):
             if uid is None:
                 uid, next_uid = next_uid, next_uid + 1
-            rows.append(PlanStep(version=version, uid=uid, task_id=task_id, task_id_snapshot=task_id, order=order,
-                                 text=text, pinned=pinned))
+            # A task deleted since (a run's copy still runs it): its steps keep its id, no link.
+            rows.append(PlanStep(version=version, uid=uid, task_id=task_id if task_id in alive else None,
+                                 task_id_snapshot=task_id, order=order, text=text, pinned=pinned))
     PlanStep.objects.bulk_create(rows)
     fields = {"version": number, "next_step_uid": next_uid}
     if plan.status == Plan.Status.APPROVED:
@@ -109,7 +111,7 @@ def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Seque
     return version
 
 
-def _copy_steps(*, source: int, target: int, skip_tasks: Sequence[int]) -> None:
+def _copy_steps(*, source: int, target: int, skip_tasks: Sequence[int], keep_deleted: bool = False) -> None:
     """Copy version ``source``'s steps, less those of ``skip_tasks`` and of deleted tasks, into
     version ``target``: a new version is for the crew's tasks as they are now.
 
@@ -121,11 +123,13 @@ def _copy_steps(*, source: int, target: int, skip_tasks: Sequence[int]) -> None:
     version, task = (quote(meta.get_field(name).column) for name in ("version", "task"))
     copied = ", ".join(quote(meta.get_field(name).column)
                        for name in ("uid", "task", "task_id_snapshot", "order", "text", "pinned"))
-    sql = (f"INSERT INTO {table} ({version}, {copied}) SELECT %s, {copied} FROM {table}"
-           f" WHERE {version} = %s AND {task} IS NOT NULL")
+    snapshot = quote(meta.get_field("task_id_snapshot").column)
+    sql = f"INSERT INTO {table} ({version}, {copied}) SELECT %s, {copied} FROM {table} WHERE {version} = %s"
+    if not keep_deleted:
+        sql += f" AND {task} IS NOT NULL"
     params: list[int] = [target, source]
     if skip_tasks:
-        sql += f" AND {task} NOT IN ({', '.join(['%s'] * len(skip_tasks))})"
+        sql += f" AND {snapshot} NOT IN ({', '.join(['%s'] * len(skip_tasks))})"
         params += skip_tasks
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -325,17 +329,34 @@ def plan_approve(*, actor: Any, plan: Plan, version: int | None = None, supersed
 
 
 @transaction.atomic
-def plan_propose_revision(*, plan_id: int, task_id: int, keep_uids: Sequence[int], texts: Sequence[str],
-                          note: str) -> Plan:
+def plan_fork_for_run(*, plan: Plan, number: int, run_id: int) -> Plan:
+    """Version ``number`` of ``plan`` copied into a plan of the run's own, approved, with the same
+    step ids (``<task>.p<uid>`` stays valid): a run revises its copy (``on_step_failure="ask"``),
+    never the crew's shared plan, which other runs follow and later kickoffs use."""
+    source = PlanVersion.objects.get(plan=plan, number=number)
+    fork = Plan.objects.create(
+        crew_id=plan.crew_id, inputs=plan.inputs, llm_id=plan.llm_id, created_by_id=plan.created_by_id,
+        status=Plan.Status.APPROVED, version=1, approved_version=1, next_step_uid=plan.next_step_uid,
+    )
+    version = PlanVersion.objects.create(plan=fork, number=1, tasks=source.tasks,
+                                         note=f"plan {plan.pk} version {number}, for run {run_id}")
+    _copy_steps(source=source.pk, target=version.pk, skip_tasks=[], keep_deleted=True)
+    return fork
+
+
+@transaction.atomic
+def plan_propose_revision(*, plan_id: int, base_version: int, task_id: int, keep_uids: Sequence[int],
+                          texts: Sequence[str], note: str) -> Plan:
     """An agent's proposal for a task's remaining steps (``on_step_failure="ask"``), as a new
-    draft version: the task keeps the steps it has carried out (``keep_uids``) and the rest of
-    its steps become ``texts``. The plan needs approving again before the run goes on."""
+    draft version of a run's own plan built on ``base_version`` (the version the run follows):
+    the task keeps the steps it completed (``keep_uids``) and the rest of its steps become
+    ``texts``. The plan needs approving again before the run goes on."""
     locked = Plan.objects.select_for_update().get(pk=plan_id)
-    current = version_steps(locked, locked.version, task_id=task_id).get(task_id, [])
+    current = version_steps(locked, base_version, task_id=task_id).get(task_id, [])
     kept = [step for step in current if step[0] in set(keep_uids)]
     proposed: list[StepTuple] = [(None, text[:MAX_STEP_CHARS], False) for text in texts if text.strip()]
     rows = {task_id: (kept + proposed)[:MAX_STEPS_PER_TASK]}
-    _new_version(locked, actor=None, note=note[:200], steps=rows, keep=locked.version)
+    _new_version(locked, actor=None, note=note[:200], steps=rows, keep=base_version, keep_deleted=True)
     Plan.objects.filter(pk=locked.pk).update(status=Plan.Status.DRAFT)
     return Plan.objects.get(pk=plan_id)
 

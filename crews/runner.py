@@ -21,6 +21,7 @@ from django.utils.translation import gettext_noop
 from agents.bridge import agent_spec, llm_lookup, llm_rows, llm_spec, snapshot_llm_ids
 from agents.engine.agent import AgentError, run_agent
 from agents.engine.calls import BudgetExceeded, LLMCaller, RateLimiters
+from agents.engine.demo import DemoGateway, Pace
 from agents.engine.events import NullSink
 from agents.engine.gateway import RoutingGateway
 from agents.engine.llm import LLMError
@@ -87,6 +88,11 @@ def cancel_in_process(run_id: int) -> None:
 
 
 queue.worker.cancel_in_process = cancel_in_process  # a stop asked here reaches the run at once
+
+
+def _demo_pace() -> Pace:
+    """The offline demo model's pace (settings), so a demo run can be watched and stopped."""
+    return Pace(settings.PLANNER_DEMO_FIRST_TOKEN_SECONDS, settings.PLANNER_DEMO_TOKENS_PER_SECOND)
 
 
 def _default_llm() -> LLM:
@@ -198,7 +204,7 @@ def _context(run: Run, token: CancelToken, budget: Budget, followers: DeltaFollo
                   cost_usd=float(run.cost_usd))
     followers.refresh()  # the first call need not wait for the watch loop's first poll
     caller = LLMCaller(
-        gateway=RoutingGateway(), emit=emit, cancel=token, clock=_clock, usage=usage,
+        gateway=RoutingGateway(demo=DemoGateway(_demo_pace())), emit=emit, cancel=token, clock=_clock, usage=usage,
         limiters=_limiters, budget=budget, stream_gate=followers,
     ).with_rpm(f"run:{run.pk}", max_rpm)
     return RunContext(
@@ -390,7 +396,7 @@ async def _wait_for_approval(cancel: CancelToken, plan_id: int) -> Plan:
 def _plan_context(usage: Usage) -> RunContext:
     emit = EventEmitter(sink=NullSink(), clock=_clock)
     token = CancelToken()
-    caller = LLMCaller(gateway=RoutingGateway(), emit=emit, cancel=token, clock=_clock, usage=usage, limiters=_limiters)
+    caller = LLMCaller(gateway=RoutingGateway(demo=DemoGateway(_demo_pace())), emit=emit, cancel=token, clock=_clock, usage=usage, limiters=_limiters)
     return RunContext(llm=caller, emit=emit, cancel=token, clock=_clock, prompts=prompt_book(), tools=registry(), usage=usage)
 
 

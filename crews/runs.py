@@ -239,31 +239,44 @@ def run_wait_for_plan_approval(*, run_id: int, plan: Plan) -> None:
 
 
 def run_propose_plan_change(*, run_id: int, task_id: int, keep_uids: list[int], texts: list[str],
-                            reason: str) -> Plan:
+                            reason: str) -> tuple[Plan, int] | None:
     """A step of the run's approved plan failed and the crew asks first (``on_step_failure="ask"``):
-    the agent's proposed remaining steps become a new draft version of the run's plan, and the
-    run waits for a person to edit and approve it, as it waits for a plan it drafted."""
+    the agent's proposed remaining steps become a new draft version of the run's own plan, and the
+    run waits for a person to edit and approve it, as it waits for a plan it drafted.
+
+    A run that follows the crew's shared plan gets a copy of its version first: a proposal never
+    changes what other runs follow or later kickoffs use. Returns the plan and the version the run
+    departs from, or None (nothing written) while the run is not running (it waits for a person
+    already, or was stopped): the caller asks again once it runs.
+    """
     from crews import plans
 
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
-        if run.plan_id is None:
+        if run.plan_id is None or run.plan_version is None:
             raise Conflict(_("This run follows no plan."), code="no_plan")
+        if run.status != S.RUNNING:
+            return None
+        plan_id, base = run.plan_id, run.plan_version
+        if run.planning_plan_id != run.plan_id:  # the crew's plan: the run takes a copy of its version
+            fork = plans.plan_fork_for_run(plan=run.plan, number=base, run_id=run.pk)
+            plan_id, base = fork.pk, 1
+            Run.objects.filter(pk=run_id).update(plan=fork, plan_version=1, planning_plan=fork)
         plan = plans.plan_propose_revision(
-            plan_id=run.plan_id, task_id=task_id, keep_uids=keep_uids, texts=texts,
+            plan_id=plan_id, base_version=base, task_id=task_id, keep_uids=keep_uids, texts=texts,
             note=f"proposed by the agent: {reason}",
         )
-        Run.objects.filter(pk=run_id).update(planning_plan=plan)
         _transition(run_id, S.AWAITING_APPROVAL, "run.awaiting_approval",
-                    {"plan_id": plan.pk, "version": plan.version, "task_id": task_id, "reason": reason,
-                     "kind": "deviation"}, allowed={S.RUNNING})
-    return plan
+                    {"plan_id": plan.pk, "version": plan.version, "from_version": base, "task_id": task_id,
+                     "reason": reason, "kind": "deviation"}, allowed={S.RUNNING})
+    return plan, base
 
 
-def run_resume_with_plan(*, run_id: int, plan: Plan) -> None:
-    """The person approved a revised plan: the run follows that version from now on."""
-    Run.objects.filter(pk=run_id).update(plan_version=plan.approved_version)
-    _back_to_running(run_id, {S.AWAITING_APPROVAL})
+def run_resume_with_plan(*, run_id: int, plan: Plan) -> bool:
+    """The person approved a revised plan: the run follows that version from now on (only if it
+    still waits for it: a run stopped or swept meanwhile keeps what it had)."""
+    return _transition(run_id, S.RUNNING, "run.running", {"from": S.AWAITING_APPROVAL},
+                       allowed={S.AWAITING_APPROVAL}, plan_version=plan.approved_version)
 
 
 def run_use_plan(*, run_id: int, plan: Plan) -> None:

@@ -9,7 +9,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
-from planner_site.env import env_bool, env_int, env_list, env_str
+from planner_site.env import env_bool, env_float, env_int, env_list, env_str
 from planner_site.local_secrets import local_fernet_keys, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -219,3 +219,8 @@ PLANNER_RUN_STALE_SECONDS = env_int("PLANNER_RUN_STALE_SECONDS", 30)
 PLANNER_PLAN_STALE_SECONDS = env_int("PLANNER_PLAN_STALE_SECONDS", 900)
 PLANNER_HTTP_TOOL_ALLOWED_HOSTS = env_list("PLANNER_HTTP_TOOL_ALLOWED_HOSTS", [])
 PLANNER_KICKOFF_RATE_PER_MINUTE = env_int("PLANNER_KICKOFF_RATE_PER_MINUTE", 30)
+# The offline demo model paces itself like a hosted one (ENGINE.md §7), so a demo run can be
+# watched and stopped: a wait before its first token, then a steady rate (0 = at once). The demo
+# LLM's params "first_token_seconds" / "tokens_per_second" override these.
+PLANNER_DEMO_FIRST_TOKEN_SECONDS = env_float("PLANNER_DEMO_FIRST_TOKEN_SECONDS", 0.7)
+PLANNER_DEMO_TOKENS_PER_SECOND = env_float("PLANNER_DEMO_TOKENS_PER_SECOND", 60.0)

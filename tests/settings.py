@@ -16,3 +16,7 @@ if "sqlite" in DATABASES["default"]["ENGINE"]:
 TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": ["default"]}}
 PLANNER_SECRETS_KEYS = ["Q2xKf0yM2j8a0mQ0n0bq0sS1h6r4A3Wl5mGm6cS3D8E="]
 LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}
+
+# The demo model answers at once in tests (a paced demo is the default for people).
+PLANNER_DEMO_FIRST_TOKEN_SECONDS = 0.0
+PLANNER_DEMO_TOKENS_PER_SECOND = 0.0

@@ -44,7 +44,9 @@ DEFAULT_MAX_COMPLETION_TOKENS = 4096
 
 def _usd(amount: float) -> str:
     """US dollars to the hundredth of a cent (a smaller amount to its first digits)."""
-    return f"${amount:.4f}" if amount == 0 or amount >= 0.0001 else f"${amount:.8f}".rstrip("0")
+    if amount == 0 or amount >= 0.0001:
+        return f"${amount:.4f}"
+    return f"${amount:.2g}"
 
 
 class BudgetExceeded(Exception):
@@ -242,7 +244,8 @@ class LLMCaller:
     async def worst_cost(self, request: LLMRequest, extra: BudgetScope | None, input_tokens: int) -> float | None:
         """The most ``request`` could cost in US dollars: its prompt and its longest answer
         (``max_completion_tokens``) at the LLM's prices, or the gateway's (``prices``) for an LLM
-        without its own. None when no scope has a cost budget or the price is unknown."""
+        without its own. None when no scope has a cost budget or the price is unknown. The call
+        is then sent with that answer length as its cap, so the worst case priced is a bound."""
         scopes = self.scopes(extra)
         if all(s.budget.max_cost_usd is None for s in scopes):
             return None  # nothing to price it for
@@ -282,8 +285,8 @@ class LLMCaller:
         for attempt in range(1, attempts + 1):
             self.cancel.raise_if_cancelled()
             input_tokens = estimate_tokens(request)
-            await self.check(scope, next_input_tokens=input_tokens,
-                             next_cost=await self.worst_cost(request, scope, input_tokens))
+            priced = await self.worst_cost(request, scope, input_tokens)
+            await self.check(scope, next_input_tokens=input_tokens, next_cost=priced)
             for limiter in limiters:
                 await limiter.acquire(self.cancel)
             self.cancel.raise_if_cancelled()
@@ -291,8 +294,10 @@ class LLMCaller:
             started = self.clock.monotonic()
             sent, delta_cb = self._streaming(request, on_delta, step_id)
             cap = completion_cap(self.scopes(scope), input_tokens)
-            if cap is not None:
-                sent = dataclasses.replace(sent, max_tokens=cap)
+            if cap is not None or priced is not None:
+                # The answer's length as the budgets priced it: a token budget's remainder and,
+                # under a cost budget, the longest answer the worst case counted.
+                sent = dataclasses.replace(sent, max_tokens=max_completion_tokens(request, cap))
             try:
                 response = await self.cancel.race(self.gateway.complete(sent, on_delta=delta_cb))
             except RetryableLLMError as exc:

@@ -8,6 +8,7 @@ end without a key, and tests that do not need a scripted LLM get stable answers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterable
@@ -16,7 +17,7 @@ from typing import Any
 
 from agents.engine.llm import DeltaCallback, LLMRequest, LLMResponse, Message, ToolCall
 
-__all__ = ["DEMO_MODEL", "DemoGateway", "demo_answer"]
+__all__ = ["DEMO_MODEL", "DemoGateway", "Pace", "demo_answer"]
 
 DEMO_MODEL = "demo/offline"
 DEMO_NOTE = (
@@ -51,16 +52,58 @@ class DemoAnswer:
     tool_calls: list[ToolCall] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How a hosted model feels: a wait before the first token, then tokens at a steady rate.
+
+    Zero for both answers at once (tests). An LLM's params ``first_token_seconds`` and
+    ``tokens_per_second`` override the gateway's pace for that LLM.
+    """
+
+    first_token_seconds: float = 0.0
+    tokens_per_second: float = 0.0
+
+    def for_llm(self, params: dict[str, Any]) -> Pace:
+        first = _number(params.get("first_token_seconds"), self.first_token_seconds)
+        rate = _number(params.get("tokens_per_second"), self.tokens_per_second)
+        return Pace(first, rate)
+
+    def seconds_for(self, text: str) -> float:
+        return len(text) / 4 / self.tokens_per_second if self.tokens_per_second > 0 else 0.0
+
+
+def _number(value: Any, default: float) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 3600:
+        return float(value)
+    return default
+
+
 class DemoGateway:
-    """The ``demo/offline`` model: no network, no key, the same answer for the same request."""
+    """The ``demo/offline`` model: no network, no key, the same answer for the same request,
+    paced like a hosted model when ``pace`` says so (its sleeps end at once on a stop: the
+    engine cancels the call)."""
+
+    def __init__(self, pace: Pace | None = None) -> None:
+        self.pace = pace or Pace()
 
     async def complete(
         self, request: LLMRequest, *, on_delta: DeltaCallback | None = None
     ) -> LLMResponse:
         answer = demo_answer(request)
-        if request.stream and on_delta is not None and answer.content:
-            for piece in _word_chunks(answer.content, _WORDS_PER_DELTA):
-                await on_delta(piece)
+        pace = self.pace.for_llm(request.llm.params)
+        if pace.first_token_seconds:
+            await asyncio.sleep(pace.first_token_seconds)
+        streamed = request.stream and on_delta is not None
+        if answer.content and (streamed or pace.tokens_per_second):
+            pieces = _word_chunks(answer.content, _WORDS_PER_DELTA) if streamed else [answer.content]
+            for piece in pieces:
+                if pace.tokens_per_second:
+                    await asyncio.sleep(pace.seconds_for(piece))
+                if streamed:
+                    assert on_delta is not None
+                    await on_delta(piece)
+        if answer.tool_calls and pace.tokens_per_second:
+            await asyncio.sleep(pace.seconds_for("".join(c.arguments for c in answer.tool_calls)))
         prompt_chars = sum(_message_chars(m) for m in request.messages)
         answer_chars = len(answer.content) + sum(len(c.arguments) for c in answer.tool_calls)
         return LLMResponse(

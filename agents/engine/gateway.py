@@ -357,7 +357,7 @@ def _cost(
 
 def scrub(text: str, secret: str | None) -> str:
     """``text`` without the key, bearer tokens or anything shaped like an OpenAI key."""
-    return transcript.scrub(text, (secret,) if secret else ())
+    return transcript.scrub(text, (secret,) if secret else (), broad=True)
 
 
 def _map_error(litellm: ModuleType, exc: Exception, secret: str | None) -> LLMError:

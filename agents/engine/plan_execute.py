@@ -7,9 +7,11 @@ from typing import Any
 
 from agents.engine.calls import BudgetExceeded, BudgetScope
 from agents.engine.llm import LLMError, LLMRequest, LLMResponse, Message
-from agents.engine.planning import agent_scope, extract_json_array
+from agents.engine.plan_parsing import extract_json_array
+from agents.engine.planning import agent_scope
 from agents.engine.prompts import PromptBook
-from agents.engine.react import build_task_messages, run_react_loop, task_description
+from agents.engine.react import run_react_loop
+from agents.engine.react_text import build_task_messages, task_description
 from agents.engine.runtime import Cancelled, RunContext
 from agents.engine.specs import AgentSpec, TaskSpec
 

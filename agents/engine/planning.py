@@ -1,447 +1,100 @@
-"""Agent-level Plan-and-Act (ENGINE.md §2): plan, run steps in isolation, observe, decide, replan."""
+"""Agent-level Plan-and-Act (ENGINE.md §2): plan, run steps in isolation, observe, decide, replan.
+
+``PlanAndAct`` is the loop; it drafts its plan with ``drafting.Drafting`` and keeps to an approved
+crew plan with ``bound.ApprovedPlan``. The plan's data and the tolerant reading of the planner's
+replies are in ``plan_parsing`` (their names are importable from here too).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
-import re
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from agents.engine.bound import ApprovedPlan
 from agents.engine.calls import BudgetExceeded, BudgetScope
-from agents.engine.llm import LLMError, LLMRequest, LLMResponse, Message, ToolsUnsupportedError
-from agents.engine.prompts import PromptBook, PromptError, render
-from agents.engine.react import build_task_messages, run_react_loop, task_description
+from agents.engine.drafting import Drafting
+from agents.engine.llm import LLMError, LLMRequest, LLMResponse, Message
+from agents.engine.plan_parsing import (
+    OBSERVATION_SCHEMA,
+    PLAN_SCHEMA,
+    PLAN_TOOL,
+    PLAN_TOOL_NAME,
+    DraftPlan,
+    DraftStep,
+    Observation,
+    PlanStep,
+    StepOutcome,
+    StepStatus,
+    draft_from_dict,
+    extract_json_array,
+    extract_json_object,
+    is_full_answer,
+    parse_observation,
+    parse_plan_response,
+    parse_plan_text,
+    plan_as_text,
+    read_verdict,
+    result_block,
+    steps_as_text,
+)
+from agents.engine.prompts import PromptBook, PromptError
+from agents.engine.react import run_react_loop
+from agents.engine.react_text import build_task_messages, task_description
 from agents.engine.runtime import Cancelled, RunContext, Usage
 from agents.engine.specs import (
-    PLAN_PROMPT_PLACEHOLDERS,
-    REFINE_PROMPT_PLACEHOLDERS,
     AgentSpec,
     Budget,
     PlanningConfigSpec,
     TaskSpec,
     ToolRef,
 )
-from agents.engine.tools import default_registry, match_tool_name
+from agents.engine.tools import default_registry
+
+# The plan's data and parsing live in plan_parsing; tests, bench/ and the other engines import
+# them from here too.
+__all__ = [
+    "OBSERVATION_SCHEMA",
+    "PLAN_SCHEMA",
+    "PLAN_TOOL",
+    "PLAN_TOOL_NAME",
+    "DraftPlan",
+    "DraftStep",
+    "Observation",
+    "PlanStep",
+    "StepOutcome",
+    "StepStatus",
+    "draft_from_dict",
+    "extract_json_array",
+    "extract_json_object",
+    "is_full_answer",
+    "parse_observation",
+    "parse_plan_response",
+    "parse_plan_text",
+    "plan_as_text",
+    "read_verdict",
+    "MAX_PARALLEL_STEPS",
+    "PlanAndAct",
+    "agent_scope",
+    "run_approved_steps",
+    "run_plan_and_act",
+]
 
 MAX_PARALLEL_STEPS = 4  # ours: upstream runs every ready step at once
-PLAN_TOOL_NAME = "create_plan"
-
-StepStatus = Literal["pending", "running", "completed", "failed", "skipped"]
-StepOutcome = Literal["completed", "failed", "timed_out", "iteration_exhausted"]
-
-_STEP_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "number": {"type": "integer", "description": "1-based position of the step"},
-        "description": {"type": "string", "description": "the concrete action and its result"},
-        "tool": {
-            "type": ["string", "null"],
-            "description": "the tool this step uses, or null",
-        },
-        "depends_on": {
-            "type": "array",
-            "items": {"type": "integer"},
-            "description": "numbers of earlier steps whose results this step needs",
-        },
-    },
-    "required": ["number", "description", "tool", "depends_on"],
-    "additionalProperties": False,
-}
-
-PLAN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "plan": {"type": "string", "description": "a brief summary of the plan"},
-        "steps": {"type": "array", "items": _STEP_SCHEMA},
-        "ready": {"type": "boolean", "description": "whether you are ready to execute it"},
-    },
-    "required": ["plan", "steps", "ready"],
-    "additionalProperties": False,
-}
-
-PLAN_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": PLAN_TOOL_NAME,
-        "description": "Create or refine the plan for the task as structured steps.",
-        "parameters": PLAN_SCHEMA,
-    },
-}
-
-OBSERVATION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "success": {"type": "boolean"},
-        "learned": {"type": "string"},
-        "plan_valid": {"type": "boolean"},
-        "refinements": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"number": {"type": "integer"}, "text": {"type": "string"}},
-                "required": ["number", "text"],
-                "additionalProperties": False,
-            },
-        },
-        "needs_replan": {"type": "boolean"},
-        "replan_reason": {"type": "string"},
-        "goal_achieved": {"type": "boolean"},
-    },
-    "required": [
-        "success",
-        "learned",
-        "plan_valid",
-        "refinements",
-        "needs_replan",
-        "replan_reason",
-        "goal_achieved",
-    ],
-    "additionalProperties": False,
-}
-
-
-# --- tolerant parsing -------------------------------------------------------------------------
-
-_DECODER = json.JSONDecoder()
-_TRAILING_COMMA = re.compile(r",\s*([}\]])")
-_MAX_JSON_STARTS = 64  # bounds the scan of a long prose reply full of braces
-
-
-def _scan_json(
-    text: str, opener: str, accept: Callable[[Any], bool]
-) -> tuple[Any, int, int] | None:
-    start = text.find(opener)
-    tries = 0
-    while start != -1 and tries < _MAX_JSON_STARTS:
-        tries += 1
-        try:
-            value, end = _DECODER.raw_decode(text, start)
-        except ValueError:
-            pass
-        else:
-            if accept(value):
-                return value, start, end
-        start = text.find(opener, start + 1)
-    return None
-
-
-@dataclass(slots=True)
-class _Found:
-    value: Any
-    prose: str  # the text around the JSON value
-
-
-def _find_json(text: str, opener: str, accept: Callable[[Any], bool]) -> _Found | None:
-    """The first JSON value opening with ``opener`` that ``accept`` likes, fences and prose allowed.
-
-    Models wrap JSON in prose and fences and leave trailing commas; a second pass without those
-    commas catches the last case.
-    """
-    found = _scan_json(text, opener, accept)
-    if found is None and _TRAILING_COMMA.search(text):
-        text = _TRAILING_COMMA.sub(r"\1", text)
-        found = _scan_json(text, opener, accept)
-    if found is None:
-        return None
-    value, start, end = found
-    return _Found(value, text[:start] + text[end:])
-
-
-def extract_json_object(text: str, *keys: str) -> dict[str, Any] | None:
-    """The first JSON object in ``text`` holding one of ``keys`` (any object if none given)."""
-    found = _find_json(
-        text, "{", lambda v: isinstance(v, dict) and (not keys or any(k in v for k in keys))
-    )
-    return found.value if found else None
-
-
-def extract_json_array(
-    text: str, accept: Callable[[list[Any]], bool] | None = None
-) -> list[Any] | None:
-    """The first JSON array in ``text`` that ``accept`` likes (fences and prose tolerated)."""
-    found = _find_json(text, "[", lambda v: isinstance(v, list) and (accept is None or accept(v)))
-    return found.value if found else None
-
-
-_NOT_READY = re.compile(
-    r"(?:\bnot|n't|\bnever)\s+(?:yet\s+|quite\s+|fully\s+|entirely\s+)?ready\b"
-    r"|\bnot[_-]ready\b|\bunready\b",
-    re.IGNORECASE,
-)
-_READY = re.compile(r"\bready\b", re.IGNORECASE)
-
-
-def read_verdict(text: str) -> bool | None:
-    """READY / NOT READY in any phrasing; NOT READY wins when both appear; ``None`` if neither."""
-    if _NOT_READY.search(text):
-        return False
-    if _READY.search(text):
-        return True
-    return None
-
-
-def _as_bool(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return bool(value)
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in ("true", "yes", "y", "1", "ready"):
-            return True
-        if lowered in ("false", "no", "n", "0", "not ready"):
-            return False
-    return None
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        match = re.search(r"-?\d+", value)
-        if match:
-            return int(match.group(0))
-    return None
-
-
-def _as_ints(value: Any) -> list[int]:
-    items = value if isinstance(value, list) else [value] if value not in (None, "") else []
-    return [n for n in (_as_int(v) for v in items) if n is not None]
-
-
-def _as_tool(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    name = value.strip()
-    return None if name.lower() in ("", "none", "null", "n/a", "no tool") else name
-
-
-# --- plans and steps --------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class DraftStep:
-    """A step as the planner wrote it, before numbering and repair."""
-
-    number: int
-    description: str
-    tool: str | None = None
-    depends_on: list[int] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class DraftPlan:
-    text: str
-    steps: list[DraftStep]
-    ready: bool
-
-
-def draft_from_dict(data: Mapping[str, Any], *, default_ready: bool = True) -> DraftPlan:
-    """Read ``{plan, steps, ready}`` leniently; upstream names and bare strings are accepted."""
-    raw_steps = data.get("steps") or []
-    if isinstance(raw_steps, dict):
-        raw_steps = [raw_steps]
-    if not isinstance(raw_steps, list):
-        raw_steps = []
-    steps: list[DraftStep] = []
-    for index, raw in enumerate(raw_steps, start=1):
-        if isinstance(raw, str):
-            steps.append(DraftStep(number=index, description=raw.strip()))
-            continue
-        if not isinstance(raw, dict):
-            continue
-        number = _as_int(raw.get("number", raw.get("step_number", raw.get("step"))))
-        text = raw.get("description", raw.get("action", raw.get("text", "")))
-        steps.append(
-            DraftStep(
-                number=number if number is not None else index,
-                description=str(text or "").strip(),
-                tool=_as_tool(raw.get("tool", raw.get("tool_to_use"))),
-                depends_on=_as_ints(raw.get("depends_on", raw.get("dependencies"))),
-            )
-        )
-    ready = _as_bool(data.get("ready"))
-    summary = data.get("plan")
-    text = summary.strip() if isinstance(summary, str) else ""
-    return DraftPlan(
-        text=text or _steps_as_text(steps),
-        steps=steps,
-        # A missing flag means ready (upstream #3466): the model gave steps and no objection.
-        ready=default_ready if ready is None else ready,
-    )
-
-
-def parse_plan_text(text: str) -> DraftPlan:
-    """A plan from a text reply: JSON anywhere in it, else the prose itself without steps."""
-    found = _find_json(text, "{", lambda v: isinstance(v, dict) and ("steps" in v or "plan" in v))
-    if found is None:
-        return DraftPlan(text=text.strip(), steps=[], ready=read_verdict(text) is True)
-    draft = draft_from_dict(found.value)
-    if read_verdict(found.prose) is False:
-        draft.ready = False
-    return draft
-
-
-def parse_plan_response(response: LLMResponse) -> DraftPlan:
-    for call in response.tool_calls:
-        if call.name != PLAN_TOOL_NAME:
-            continue
-        try:
-            args = json.loads(call.arguments or "{}")
-        except ValueError:
-            args = extract_json_object(call.arguments, "steps", "plan")
-        if isinstance(args, dict):
-            return draft_from_dict(args)
-        return DraftPlan(text=call.arguments, steps=[], ready=False)
-    # Some providers answer in text despite the forced tool choice.
-    return parse_plan_text(response.content)
-
-
-def _steps_as_text(steps: Iterable[DraftStep | PlanStep], book: PromptBook | None = None) -> str:
-    book = book or PromptBook()
-    lines = []
-    for step in steps:
-        line = f"{step.number}. {step.description}"
-        if step.tool:
-            line += " " + book.render("plan_step_tool", tool=step.tool)
-        if step.depends_on:
-            after = ", ".join(str(d) for d in step.depends_on)
-            line += " " + book.render("plan_step_after", steps=after)
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def plan_as_text(draft: DraftPlan, book: PromptBook | None = None) -> str:
-    """The summary and its numbered steps: what refinement, replanning and the fallback see."""
-    listing = _steps_as_text(draft.steps, book)
-    if not listing or listing == draft.text:
-        return draft.text
-    return f"{draft.text}\n\n{listing}" if draft.text else listing
-
-
-@dataclass(slots=True)
-class PlanStep:
-    """One executable step; keyed by its unique id, never by its number alone."""
-
-    id: str
-    number: int
-    description: str
-    tool: str | None = None
-    depends_on: tuple[int, ...] = ()
-    status: StepStatus = "pending"
-    outcome: StepOutcome | None = None
-    result: str = ""
-    error: str | None = None
-
-    def as_data(self) -> dict[str, Any]:
-        return {
-            "step_id": self.id,
-            "number": self.number,
-            "description": self.description,
-            "tool": self.tool,
-            "depends_on": list(self.depends_on),
-        }
-
-    @property
-    def done(self) -> bool:
-        return self.status in ("completed", "failed")
-
-
-@dataclass(slots=True)
-class Observation:
-    success: bool
-    learned: str = ""
-    plan_valid: bool = True
-    refinements: list[dict[str, Any]] = field(default_factory=list)
-    needs_replan: bool = False
-    replan_reason: str = ""
-    goal_achieved: bool = False
-    reviewed: bool = False  # an LLM reviewed the step (else: the step's own outcome)
-    review_failed: bool = False  # the review call failed; success is assumed
-
-    def as_data(self) -> dict[str, Any]:
-        return {
-            "success": self.success,
-            "learned": self.learned,
-            "plan_valid": self.plan_valid,
-            "needs_replan": self.needs_replan,
-            "replan_reason": self.replan_reason,
-            "goal_achieved": self.goal_achieved,
-            "refinements": self.refinements,
-            "reviewed": self.reviewed,
-            "review_failed": self.review_failed,
-        }
-
-
-def parse_observation(text: str) -> Observation | None:
-    """The review JSON of ENGINE.md §2.3 (upstream field names accepted); ``None`` if unreadable."""
-    data = extract_json_object(text, "success", "step_completed_successfully")
-    if data is None:
-        return None
-    success = _as_bool(data.get("success", data.get("step_completed_successfully")))
-    if success is None:
-        return None
-    raw_refinements = data.get("refinements", data.get("suggested_refinements")) or []
-    if isinstance(raw_refinements, dict):
-        raw_refinements = [raw_refinements]
-    refinements: list[dict[str, Any]] = []
-    for item in raw_refinements if isinstance(raw_refinements, list) else []:
-        if not isinstance(item, dict):
-            continue
-        number = _as_int(item.get("number", item.get("step_number")))
-        text_ = item.get("text", item.get("new_description"))
-        if number is not None and isinstance(text_, str) and text_.strip():
-            refinements.append({"number": number, "text": text_.strip()})
-
-    def flag(name: str, alias: str, default: bool) -> bool:
-        value = _as_bool(data.get(name, data.get(alias)))
-        return default if value is None else value
-
-    reason = data.get("replan_reason")
-    learned = data.get("learned", data.get("key_information_learned"))
-    return Observation(
-        success=success,
-        learned=str(learned or ""),
-        plan_valid=flag("plan_valid", "remaining_plan_still_valid", True),
-        refinements=refinements,
-        needs_replan=flag("needs_replan", "needs_full_replan", False),
-        replan_reason=str(reason or ""),
-        goal_achieved=flag("goal_achieved", "goal_already_achieved", False),
-        reviewed=True,
-    )
-
-
-_CLOSERS = "\"'”’)]*_`"
-_ERROR_MARK = re.compile(r"^\s*error\b|tool execution error", re.IGNORECASE)
-
-
-def is_full_answer(step: PlanStep) -> bool:
-    """Upstream's skip-synthesis rule: long enough, finished sentence, no error, no tool planned."""
-    text = step.result.strip()
-    if not text or step.error or step.tool or _ERROR_MARK.search(text):
-        return False
-    if len(text) < 200 and len(text.split()) < 30:
-        return False
-    return text.rstrip(_CLOSERS).endswith((".", "!", "?"))
 
 
 # --- the loop ---------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class _Decision:
+class Decision:
     goal_achieved: bool = False
     replan_reason: str | None = None
 
 
-class PlanAndAct:
+class PlanAndAct(Drafting, ApprovedPlan):
     """One execution of one task by one agent with planning on; state lives only here."""
 
     def __init__(
@@ -477,7 +130,12 @@ class PlanAndAct:
 
     @property
     def description(self) -> str:
-        # An approved crew plan travels with the task; every step sees the whole plan as context.
+        # An approved crew plan travels with the task; every step sees the whole plan as context:
+        # the plan as it stands (a deviation's new steps, not the ones they replaced).
+        if self.task.plan_steps and self.steps:
+            current = [s.description for s in self.steps if s.status != "skipped"]
+            numbered = "\n".join(f"{i}. {text}" for i, text in enumerate(current, 1))
+            return self.book.render("task_plan", description=self.task.description, steps=numbered)
         return task_description(self.task, self.book)
 
     def tools_text(self) -> str:
@@ -487,33 +145,6 @@ class PlanAndAct:
         registry = self.ctx.tools if self.ctx.tools is not None else default_registry()
         return registry.describe(self.tools)
 
-    def system_message(self) -> Message:
-        if self.config.system_prompt is not None:
-            return {"role": "system", "content": self.config.system_prompt}
-        return {"role": "system", "content": self.book.render("agent_plan_system", **self.persona)}
-
-    def plan_message(self) -> Message:
-        values = {
-            **self.persona,
-            "description": self.description,
-            "expected_output": self.task.expected_output,
-            "tools": self.tools_text(),
-            "max_steps": self.config.max_steps,
-        }
-        if self.config.plan_prompt is not None:
-            text = render(self.config.plan_prompt, _only(values, PLAN_PROMPT_PLACEHOLDERS))
-        else:
-            text = self.book.render("agent_plan", **values)
-        return {"role": "user", "content": text}
-
-    def refine_message(self, current_plan: str) -> Message:
-        values = {**self.persona, "current_plan": current_plan, "max_steps": self.config.max_steps}
-        if self.config.refine_prompt is not None:
-            text = render(self.config.refine_prompt, _only(values, REFINE_PROMPT_PLACEHOLDERS))
-        else:
-            text = self.book.render("agent_refine", **values)
-        return {"role": "user", "content": text}
-
     # -- events --------------------------------------------------------------------------------
 
     async def emit(self, type_: str, data: dict[str, Any], *, step_id: str | None = None) -> None:
@@ -522,145 +153,6 @@ class PlanAndAct:
     async def warn(self, message: str) -> None:
         await self.emit("agent_plan.warning", {"message": message})
 
-    # -- planning ------------------------------------------------------------------------------
-
-    async def call_planner(self, messages: list[Message], purpose: str) -> DraftPlan:
-        if not self.text_mode:
-            request = LLMRequest(
-                llm=self.plan_llm,
-                messages=messages,
-                purpose=purpose,
-                tools=[PLAN_TOOL],
-                tool_choice={"type": "function", "function": {"name": PLAN_TOOL_NAME}},
-            )
-            try:
-                return parse_plan_response(await self.ctx.llm.call(request, scope=self.scope))
-            except ToolsUnsupportedError:
-                # The provider refused tools: plan in text from now on, as ReAct downgrades.
-                self.text_mode = True
-        last = messages[-1]
-        hint = self.book.render("agent_plan_json")
-        asked = [*messages[:-1], {**last, "content": f"{last['content']}\n\n{hint}"}]
-        request = LLMRequest(llm=self.plan_llm, messages=asked, purpose=purpose)
-        response = await self.ctx.llm.call(request, scope=self.scope)
-        return parse_plan_text(response.content)
-
-    async def make_plan(
-        self, first: Message, *, purpose: str, replan: int = 0
-    ) -> tuple[DraftPlan | None, list[PlanStep]]:
-        """Plan, then refine while not ready, up to ``max_attempts_effective`` attempts in all.
-
-        Returns the last draft (``None`` if the first call failed) and its repaired steps.
-        """
-        extra = {"replan": replan} if replan else {}
-        system = self.system_message()
-        attempt = 1
-        await self.emit("agent_plan.started", {"attempt": attempt, **extra})
-        try:
-            draft = await self.call_planner([system, first], purpose)
-        except LLMError as exc:
-            await self.emit("agent_plan.failed", {"error": str(exc), "attempt": attempt, **extra})
-            return None, []
-        steps = await self.adopt(draft)
-        await self.emit_completed(attempt, draft, steps, extra)
-        limit = self.config.max_attempts_effective
-        while not draft.ready and attempt < limit:
-            attempt += 1
-            current = plan_as_text(draft, self.book)
-            try:
-                refine = self.refine_message(current)
-            except PromptError as exc:
-                await self.emit("agent_plan.failed", {"error": f"refine_prompt: {exc}", **extra})
-                break
-            await self.emit("agent_plan.started", {"attempt": attempt, **extra})
-            # Only the latest draft is shown back: the conversation stays the same size per attempt.
-            messages = [system, first, {"role": "assistant", "content": current}, refine]
-            try:
-                draft = await self.call_planner(messages, "refine")
-            except LLMError as exc:
-                await self.emit(
-                    "agent_plan.failed", {"error": str(exc), "attempt": attempt, **extra}
-                )
-                break
-            steps = await self.adopt(draft)
-            await self.emit_completed(attempt, draft, steps, extra)
-        if not draft.ready:
-            await self.warn(f"the plan is still not ready after {attempt} attempt(s)")
-        return draft, steps
-
-    async def emit_completed(
-        self, attempt: int, draft: DraftPlan, steps: list[PlanStep], extra: dict[str, Any]
-    ) -> None:
-        await self.emit(
-            "agent_plan.completed",
-            {
-                "attempt": attempt,
-                "plan": draft.text,
-                "ready": draft.ready,
-                "steps": [s.as_data() for s in steps],
-                **extra,
-            },
-        )
-
-    async def adopt(self, draft: DraftPlan) -> list[PlanStep]:
-        """Number, bound and repair a draft's steps (ours: upstream executes whatever it got).
-
-        New steps are numbered after the highest number already used, so a replanned step never
-        collides with a kept one. A dependency on an unknown step, on itself or on a later step
-        (the only way to form a cycle) is dropped with a warning: the plan is repaired rather than
-        refused, because every step still runs and the observer sees the failed ones.
-        """
-        first = max((s.number for s in self.steps), default=0) + 1
-        kept = {s.number for s in self.steps if s.done}
-        drafts = [s for s in draft.steps if s.description]
-        if len(drafts) < len(draft.steps):
-            await self.warn(
-                f"dropped {len(draft.steps) - len(drafts)} step(s) without a description"
-            )
-        if len(drafts) > self.config.max_steps:
-            await self.warn(
-                f"the plan has {len(drafts)} steps; only the first {self.config.max_steps} "
-                "(max_steps) are kept"
-            )
-            drafts = drafts[: self.config.max_steps]
-        numbering: dict[int, int] = {}
-        for offset, d in enumerate(drafts):
-            numbering.setdefault(d.number, first + offset)
-        adopted: list[PlanStep] = []
-        for offset, d in enumerate(drafts):
-            number = first + offset
-            deps: list[int] = []
-            for wanted in d.depends_on:
-                # The new plan's own numbers win; otherwise a kept step may be meant.
-                target = numbering.get(wanted, wanted if wanted in kept else None)
-                if target is None:
-                    await self.warn(f"step {number} depends on unknown step {wanted}: dropped")
-                elif target >= number:
-                    await self.warn(
-                        f"step {number} depends on step {target}, which does not come before it "
-                        "(a cycle or a forward reference): dropped"
-                    )
-                elif target not in deps:
-                    deps.append(target)
-            tool = self.known_tool(d.tool)
-            if d.tool and tool is None:
-                await self.warn(f"step {number} names tool {d.tool!r}, which the agent lacks")
-            adopted.append(
-                PlanStep(
-                    id=f"{self.task.key}.s{number}",
-                    number=number,
-                    description=d.description,
-                    tool=tool,
-                    depends_on=tuple(deps),
-                )
-            )
-        return adopted
-
-    def known_tool(self, name: str | None) -> str | None:
-        # The same matching as ReAct's: exact, then ignoring case and spacing, then similar.
-        return match_tool_name(name, list(self.tools)) if name else None
-
-    # -- entry -------------------------------------------------------------------------------
 
     async def run(self) -> str:
         if self.task.plan_steps:
@@ -677,29 +169,6 @@ class PlanAndAct:
         if not draft.ready or not steps:
             return await self.fallback(plan_as_text(draft, self.book))
         self.steps = steps
-        try:
-            stopped_because = await self.execute()
-        except (Cancelled, BudgetExceeded) as exc:
-            await self.skip_unfinished("cancelled" if isinstance(exc, Cancelled) else str(exc))
-            raise
-        await self.skip_unfinished(stopped_because)
-        return await self.answer()
-
-    async def run_bound(self) -> str:
-        """ENGINE.md §2b: the approved crew plan is the plan. No planning call is made; each
-        approved step runs in order (ids = the plan's stable ids), seeing every earlier step's
-        result, and ``on_step_failure`` says how far the agent may depart from it."""
-        self.steps = [
-            PlanStep(id=s.id, number=n, description=s.text, depends_on=tuple(range(1, n)))
-            for n, s in enumerate(self.task.plan_steps, start=1)
-        ]
-        await self.emit(
-            "agent_plan.bound",
-            {
-                "on_step_failure": self.task.on_step_failure,
-                "steps": [s.as_data() for s in self.steps],
-            },
-        )
         try:
             stopped_because = await self.execute()
         except (Cancelled, BudgetExceeded) as exc:
@@ -746,7 +215,7 @@ class PlanAndAct:
                 await self.run_step(batch[0])
             else:
                 await _gather(self.run_step(s) for s in batch)
-            decision = _Decision()
+            decision = Decision()
             for step in batch:
                 await self.observe_and_decide(step, decision)
             if decision.goal_achieved:
@@ -866,6 +335,14 @@ class PlanAndAct:
 
     # -- observation and decision ----------------------------------------------------------------
 
+    def observed_step(self, step: PlanStep, outcome: str) -> str:
+        """The step under review; with its outcome when the template has no ``{outcome}`` of its
+        own (one an admin edited before the placeholder existed must still hear of a failure)."""
+        text = self.book.render("step_current", number=step.number, description=step.description)
+        if "{outcome}" in self.book.text("observe"):
+            return text
+        return f"{text}\n{self.book.render('step_outcome', outcome=outcome)}"
+
     async def observe(self, step: PlanStep) -> Observation:
         heuristic = Observation(success=step.outcome == "completed", learned=step.error or "")
         if not self.config.llm_observes:
@@ -880,12 +357,12 @@ class PlanAndAct:
                 description=self.description,
                 expected_output=self.task.expected_output,
                 # Upstream's cut: earlier results in short, the step under review in full.
-                completed_steps="\n\n".join(_result_block(s, book, clip=200) for s in done)
+                completed_steps="\n\n".join(result_block(s, book, clip=200) for s in done)
                 or book.render("none"),
-                step=book.render("step_current", number=step.number, description=step.description),
+                step=self.observed_step(step, outcome),
                 outcome=outcome,
                 result=step.result or book.render("no_result"),
-                remaining_steps=_steps_as_text(remaining, book) or book.render("none"),
+                remaining_steps=steps_as_text(remaining, book) or book.render("none"),
             )
             request = LLMRequest(
                 llm=self.plan_llm,
@@ -906,7 +383,7 @@ class PlanAndAct:
             )
         return parsed
 
-    async def observe_and_decide(self, step: PlanStep, decision: _Decision) -> None:
+    async def observe_and_decide(self, step: PlanStep, decision: Decision) -> None:
         seen = await self.observe(step)
         step.status = "completed" if seen.success else "failed"
         if not seen.success and step.error is None:
@@ -943,84 +420,6 @@ class PlanAndAct:
         elif seen.refinements:
             await self.refine_pending(seen.refinements, step)
 
-    async def decide_bound(self, step: PlanStep, seen: Observation, decision: _Decision) -> None:
-        """What a failed step or a review may change in an approved plan (ENGINE.md §2b).
-
-        ``continue`` changes nothing: the approved steps all run, failures are marked. ``ask``
-        and ``adapt`` want new steps for the rest when a step failed or the review asks for a
-        new plan (``ask`` proposes them to a person, ``adapt`` adopts them); ``adapt`` also
-        takes the review's refinements and its "goal achieved", each shown as a deviation.
-        """
-        policy = self.task.on_step_failure
-        if policy == "continue" or decision.goal_achieved:
-            return
-        if not seen.success or seen.needs_replan:
-            if decision.replan_reason is None:
-                decision.replan_reason = (
-                    seen.replan_reason or f"step {step.number} did not complete successfully"
-                )
-            return
-        if policy != "adapt":
-            return
-        if seen.goal_achieved:
-            decision.goal_achieved = True
-        elif seen.refinements:
-            before = [s.description for s in self.steps if s.status == "pending"]
-            await self.refine_pending(seen.refinements, step)
-            after = [s.description for s in self.steps if s.status == "pending"]
-            if after != before:
-                await self.deviated(f"refined after step {step.number}", before, after)
-
-    async def deviated(
-        self, reason: str, before: list[str], after: list[str], *, approved: bool = False
-    ) -> None:
-        """The run departs from the approved plan; the page shows it as a diff."""
-        await self.emit(
-            "crew_plan.deviated",
-            {"reason": reason, "before": before, "after": after, "approved_by_person": approved},
-        )
-
-    async def propose_steps(self, reason: str) -> list[PlanStep] | None:
-        """A new plan for the remaining work (the replan prompt), not yet adopted."""
-        self.replans += 1
-        kept = [s for s in self.steps if s.done]
-        await self.emit(
-            "agent_plan.replanned",
-            {
-                "reason": reason,
-                "count": self.replans,
-                "kept_steps": sum(1 for s in kept if s.status == "completed"),
-                "kept_step_ids": [s.id for s in kept],
-            },
-        )
-        completed = [s for s in kept if s.status == "completed"]
-        failed = [s for s in kept if s.status == "failed"]
-        book = self.book
-        try:
-            first: Message = {
-                "role": "user",
-                "content": self.book.render(
-                    "replan",
-                    **self.persona,
-                    description=self.description,
-                    expected_output=self.task.expected_output,
-                    tools=self.tools_text(),
-                    completed="\n\n".join(_result_block(s, book) for s in completed)
-                    or book.render("none"),
-                    failed="\n\n".join(_result_block(s, book) for s in failed)
-                    or book.render("none"),
-                    reason=reason,
-                    max_steps=self.config.max_steps,
-                ),
-            }
-        except PromptError as exc:
-            await self.emit("agent_plan.failed", {"error": f"replan prompt: {exc}"})
-            return None
-        draft, steps = await self.make_plan(first, purpose="replan", replan=self.replans)
-        if draft is None or not draft.ready or not steps:
-            return None
-        return steps
-
     async def replace_pending(self, steps: list[PlanStep], reason: str) -> None:
         for old in self.steps:
             if old.status == "pending":
@@ -1031,31 +430,6 @@ class PlanAndAct:
                     step_id=old.id,
                 )
         self.steps.extend(steps)
-
-    async def ask_for_new_steps(self, reason: str) -> None:
-        """``ask``: the agent proposes the remaining steps, a person edits and approves them
-        (the run waits), and the steps approved replace the pending ones."""
-        before = [s.description for s in self.steps if s.status == "pending"]
-        proposed = await self.propose_steps(reason)
-        texts = [s.description for s in proposed] if proposed else before
-        if proposed is None:
-            await self.warn("the agent proposed no usable steps: the remaining steps are proposed as they are")
-        approved = await self.ctx.cancel.race(
-            self.ctx.human.request_plan_change(
-                task_key=self.task.key,
-                reason=reason,
-                done_step_ids=[s.id for s in self.steps if s.done],
-                proposed=texts,
-            )
-        )
-        first = max((s.number for s in self.steps), default=0) + 1
-        done = tuple(s.number for s in self.steps if s.done)
-        new = [
-            PlanStep(id=a.id, number=first + i, description=a.text, depends_on=done + tuple(range(first, first + i)))
-            for i, a in enumerate(approved)
-        ]
-        await self.replace_pending(new, "replaced by the steps a person approved")
-        await self.deviated(reason, before, [s.description for s in new], approved=True)
 
     async def refine_pending(
         self, refinements: Sequence[Mapping[str, Any]], after: PlanStep
@@ -1081,9 +455,15 @@ class PlanAndAct:
         if steps is None:
             await self.warn("replanning gave no usable plan: the current plan goes on")
             return
+        if self.task.plan_steps:
+            # An approved plan's steps run in order, each seeing every result before it: so do
+            # the ones that replace its rest.
+            done = tuple(s.number for s in self.steps if s.done)
+            for i, new in enumerate(steps):
+                new.depends_on = done + tuple(s.number for s in steps[:i])
         await self.replace_pending(steps, "replaced by a new plan")
         if self.task.plan_steps:
-            await self.deviated(reason, before, [s.description for s in steps])
+            await self.deviated(reason, before, [s.description for s in steps], steps=steps)
 
     # -- the answer ----------------------------------------------------------------------------
 
@@ -1109,18 +489,25 @@ class PlanAndAct:
         ):
             return last.result
         ordered = sorted(executed, key=lambda s: s.number)
-        blocks = "\n\n".join(_result_block(s, self.book) for s in ordered)
-        prompt = self.book.render(
-            "synthesis",
-            **self.persona,
-            description=self.description,
-            expected_output=self.task.expected_output,
-            step_results=blocks or self.book.render("no_step_results"),
-        )
+        blocks = "\n\n".join(result_block(s, self.book) for s in ordered)
+        purpose = "synthesis"
+        if self.agent.agent_type == "plan_execute":
+            # ENGINE.md §4: one aggregation call keeps finished artefacts verbatim.
+            purpose = "aggregate"
+            prompt = self.book.render("plan_execute_aggregate", description=self.description,
+                                      step_outputs=blocks or self.book.render("no_step_results"))
+        else:
+            prompt = self.book.render(
+                "synthesis",
+                **self.persona,
+                description=self.description,
+                expected_output=self.task.expected_output,
+                step_results=blocks or self.book.render("no_step_results"),
+            )
         request = LLMRequest(
             llm=self.agent.llm,
             messages=[{"role": "user", "content": prompt}],
-            purpose="synthesis",
+            purpose=purpose,
             response_schema=self.task.output_json_schema,
             stream=self.agent.llm.stream,
         )
@@ -1130,21 +517,6 @@ class PlanAndAct:
             await self.warn(f"synthesis failed ({exc}): returning the step results as they are")
             return blocks
         return response.content
-
-
-def _result_block(step: PlanStep, book: PromptBook, *, clip: int | None = None) -> str:
-    result = step.result or book.render("no_result")
-    if clip is not None and len(result) > clip:
-        result = result[:clip] + "…"
-    values = {"number": step.number, "description": step.description, "result": result}
-    if step.status == "failed":
-        return book.render("step_result_failed", **values, error=step.error or step.outcome)
-    return book.render("step_result", **values)
-
-
-def _only(values: Mapping[str, object], allowed: Iterable[str]) -> dict[str, object]:
-    keep = set(allowed)
-    return {k: v for k, v in values.items() if k in keep}
 
 
 async def _gather(coros: Iterable[Coroutine[Any, Any, None]]) -> None:
@@ -1187,7 +559,8 @@ async def run_approved_steps(
             reasoning_effort="low", observe_steps=False, max_step_iterations=agent.max_iter
         )
     runner = PlanAndAct(ctx, agent, task, config, scope or agent_scope(agent))
-    runner.last_step_answers = agent.effective_planning is None or agent.agent_type == "plan_execute"
+    # A ReAct agent answers in its last step; plan-execute merges its steps (ENGINE.md §4).
+    runner.last_step_answers = agent.effective_planning is None and agent.agent_type != "plan_execute"
     return await runner.run_bound()
 
 

@@ -8,6 +8,7 @@ inserted as data: braces inside a value are never read as placeholders.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -43,23 +44,42 @@ def unknown_placeholders(text: str, allowed: Iterable[str]) -> list[str]:
     return seen
 
 
-def render(text: str, values: Mapping[str, object]) -> str:
-    """Fill placeholders once, left to right; unknown ones raise ``PromptError``."""
-
-    def substitute(match: re.Match[str]) -> str:
+@functools.lru_cache(maxsize=512)
+def _parts(text: str) -> tuple[tuple[str, bool], ...]:
+    """``text`` cut into literal pieces and placeholder names, ``(piece, is_name)``, once per text:
+    a run renders the same few templates thousands of times."""
+    parts: list[tuple[str, bool]] = []
+    literal: list[str] = []
+    end = 0
+    for match in _TOKEN.finditer(text):
+        literal.append(text[end:match.start()])
+        end = match.end()
         token = match.group(0)
-        if token == "{{":
-            return "{"
-        if token == "}}":
-            return "}"
+        if token in ("{{", "}}"):
+            literal.append(token[0])
+            continue
         name = match.group(1)
         if name is None:
             raise PromptError(f"unbalanced brace at character {match.start() + 1}")
-        if name not in values:
-            raise PromptError(f"unknown placeholder {{{name}}}")
-        return str(values[name])
+        parts.append(("".join(literal), False))
+        literal = []
+        parts.append((name, True))
+    literal.append(text[end:])
+    parts.append(("".join(literal), False))
+    return tuple(p for p in parts if p[1] or p[0])
 
-    return _TOKEN.sub(substitute, text)
+
+def render(text: str, values: Mapping[str, object]) -> str:
+    """Fill placeholders once, left to right; unknown ones raise ``PromptError``."""
+    out: list[str] = []
+    for piece, is_name in _parts(text):
+        if not is_name:
+            out.append(piece)
+        elif piece in values:
+            out.append(str(values[piece]))
+        else:
+            raise PromptError(f"unknown placeholder {{{piece}}}")
+    return "".join(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,6 +517,12 @@ DEFAULTS: dict[str, PromptDef] = {
             "unified answer.\n\n## Task\n{description}\n\n"
             "## Step outputs\n{step_outputs}",
         ),
+        PromptDef(
+            "step_outcome",
+            "Agent planning: a reviewed step's outcome (for an observe prompt without {outcome})",
+            ("outcome",),
+            "Outcome: {outcome}",
+        ),
         PromptDef("manager_role", "Hierarchical: manager's role", (), "Crew Manager"),
         PromptDef(
             "manager_goal",
@@ -563,8 +589,17 @@ class PromptBook:
         return self._texts[key]
 
     def render(self, key: str, **values: object) -> str:
+        # Values a template does not offer are ignored (callers pass a common set).
         allowed = DEFAULTS[key].placeholders
-        return render(self._texts[key], {k: v for k, v in values.items() if k in allowed})
+        out: list[str] = []
+        for piece, is_name in _parts(self._texts[key]):
+            if not is_name:
+                out.append(piece)
+            elif piece in values and piece in allowed:
+                out.append(str(values[piece]))
+            else:
+                raise PromptError(f"unknown placeholder {{{piece}}}")
+        return "".join(out)
 
 
 def validate_template(key: str, text: str) -> None:

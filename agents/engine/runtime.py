@@ -119,6 +119,15 @@ class ApprovalDecision:
     note: str = ""
 
 
+@dataclass(slots=True)
+class PlanRevision:
+    """What a person approved after a failed step: the task's remaining steps, and what the run
+    records of it (the plan and versions involved), carried into ``crew_plan.deviated``."""
+
+    steps: Sequence[ApprovedStep]
+    data: dict[str, Any] = field(default_factory=dict)
+
+
 class HumanInterface(Protocol):
     """How the engine asks a person; the Django side implements it with the database."""
 
@@ -130,9 +139,10 @@ class HumanInterface(Protocol):
 
     async def request_plan_change(
         self, *, task_key: str, reason: str, done_step_ids: Sequence[str], proposed: Sequence[str]
-    ) -> Sequence[ApprovedStep]:
+    ) -> PlanRevision:
         """A step of an approved plan failed (``on_step_failure="ask"``): show the person the
-        agent's ``proposed`` remaining steps, and return the remaining steps they approve."""
+        agent's ``proposed`` remaining steps (``done_step_ids``: the steps completed, kept), and
+        return the remaining steps they approve."""
         ...
 
 
@@ -150,12 +160,12 @@ class AutoApprove:
 
     async def request_plan_change(
         self, *, task_key: str, reason: str, done_step_ids: Sequence[str], proposed: Sequence[str]
-    ) -> Sequence[ApprovedStep]:
+    ) -> PlanRevision:
         self._proposals += 1
-        return [
+        return PlanRevision([
             ApprovedStep(id=f"{task_key}.r{self._proposals}.{i}", text=text)
             for i, text in enumerate(proposed, start=1)
-        ]
+        ])
 
 
 @dataclass(slots=True)

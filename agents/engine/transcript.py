@@ -21,19 +21,23 @@ REDACTED = "[redacted]"
 MAX_CALL_CHARS = 200_000
 MIN_SECRET_CHARS = 4  # shorter "secrets" would redact ordinary words
 
-# A token is 8 characters or more with a digit in it: "the bearer of news" is left alone.
+# In a conversation a token is 8 characters or more with a digit ("the bearer of news", "bearer
+# instruments" are left alone); in an error message (``broad``), anything after "Bearer" is, as
+# an echoed header would be.
 _BEARER = re.compile(r"(?i)\b(bearer\s+)(?=[^\s'\",}]*\d)[^\s'\",}]{8,}")
+_BEARER_BROAD = re.compile(r"(?i)\b(bearer\s+)[^\s'\",}]+")
 _OPENAI_STYLE_KEY = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")
 
 
-def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` without ``secrets``, bearer tokens or anything shaped like an OpenAI key."""
+def scrub(text: str, secrets: Iterable[str] = (), *, broad: bool = False) -> str:
+    """``text`` without ``secrets``, bearer tokens or anything shaped like an OpenAI key
+    (``broad``: every word after "Bearer", for provider errors that echo headers)."""
     for secret in secrets:
         if secret and len(secret) >= MIN_SECRET_CHARS and secret in text:
             text = text.replace(secret, REDACTED)
     # The substring tests first: a regex scan costs ~25 ns a character, a prompt is kilobytes.
     if "bearer" in text.lower():
-        text = _BEARER.sub(rf"\1{REDACTED}", text)
+        text = (_BEARER_BROAD if broad else _BEARER).sub(rf"\1{REDACTED}", text)
     if "sk-" in text:
         text = _OPENAI_STYLE_KEY.sub(f"sk-{REDACTED}", text)
     return text

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.engine.llm import LLMRequest, LLMResponse, Message
-from agents.engine.planning import extract_json_object
+from agents.engine.plan_parsing import extract_json_object
 from agents.engine.prompts import PromptBook
 from agents.engine.runtime import RunContext
 from agents.engine.specs import LLMSpec

@@ -3,20 +3,12 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-TASK_FIELDS = ("id", "order", "name", "description", "expected_output", "agent_id")
-
-
 def fill_snapshots(apps, schema_editor):
-    """Steps name their task by id; versions get their crew's tasks as they are now (what they
-    were written for is not known any more: the nearest there is)."""
+    """Steps name their task by id. Versions written before keep no tasks (``[]``): what they
+    were written for is not known any more, and the crew's tasks as they are now would make
+    every older run report changes that never happened (an empty list reports none)."""
     PlanStep = apps.get_model("crews", "PlanStep")
-    PlanVersion = apps.get_model("crews", "PlanVersion")
-    Task = apps.get_model("crews", "Task")
     PlanStep.objects.update(task_id_snapshot=models.F("task_id"))
-    crews = PlanVersion.objects.values_list("plan__crew_id", flat=True).distinct().order_by()
-    for crew_id in crews:
-        tasks = list(Task.objects.filter(crew_id=crew_id).order_by("order", "id").values(*TASK_FIELDS))
-        PlanVersion.objects.filter(plan__crew_id=crew_id).update(tasks=tasks)
 
 
 def drop_steps_of_deleted_tasks(apps, schema_editor):

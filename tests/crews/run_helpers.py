@@ -117,7 +117,7 @@ def scripted(monkeypatch: Any, script: Sequence[Any] = (), *, default: Any = Non
     from crews import runner
 
     gateway = ScriptedGateway(script, default=default)
-    monkeypatch.setattr(runner, "RoutingGateway", lambda: gateway)
+    monkeypatch.setattr(runner, "RoutingGateway", lambda **_: gateway)
     return gateway
 
 

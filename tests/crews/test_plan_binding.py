@@ -190,20 +190,25 @@ def test_ask_pauses_with_the_agents_proposal_and_goes_on_with_what_the_person_ap
     run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, plan=plan, enqueue=False)
     worker = Background(lambda: runner.execute(run.pk))
 
-    waiting = wait_for_status(run, Run.Status.AWAITING_APPROVAL)
-    proposal = client.get(f"/plans/{plan.pk}", user=builder).json()
-    assert proposal["status"] == "draft" and proposal["version"] == plan.approved_version + 1
+    waiting = wait_for_status(run, Run.Status.AWAITING_APPROVAL, timeout=90)  # litellm may import first
+    # The run proposes on a copy of its version: the crew's plan, which others use, is untouched.
+    assert Plan.objects.get(pk=plan.pk).status == "approved" and Plan.objects.get(pk=plan.pk).version == plan.version
+    own = waiting.planning_plan
+    assert own is not None and own.pk != plan.pk and waiting.plan_id == own.pk
+    proposal = client.get(f"/plans/{own.pk}", user=builder).json()
+    assert proposal["status"] == "draft" and proposal["version"] == 2
     texts = [s["text"] for s in proposal["tasks"][0]["steps"]]
-    # The steps carried out (the failed one too) stay as they ran; the rest is the proposal.
-    assert texts == ["Read the tables", "Compare the tides", "Agent's idea"]
+    # The steps completed stay as they ran; the rest (the failed one too) is the proposal.
+    assert texts == ["Read the tables", "Agent's idea"]
     (paused,) = events(run, "run.awaiting_approval")
     assert paused.data["kind"] == "deviation" and paused.data["task_id"] == task.pk
-    kept = [{"id": s["id"], "text": s["text"]} for s in proposal["tasks"][0]["steps"][:2]]
+    assert (paused.data["plan_id"], paused.data["version"], paused.data["from_version"]) == (own.pk, 2, 1)
+    kept = [{"id": s["id"], "text": s["text"]} for s in proposal["tasks"][0]["steps"][:1]]
     edit = {"tasks": [{"task_id": task.pk, "steps": [*kept, {"text": "The person's own fix"}]}]}
     response = client.post(f"/runs/{waiting.pk}/approve-plan", json={"plan": edit},
                            headers={"If-Match": str(proposal["version"])}, user=builder)
     assert response.status_code == 200, response.content
-    worker.join()
+    worker.join(timeout=90)
 
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED, run.error
@@ -211,7 +216,20 @@ def test_ask_pauses_with_the_agents_proposal_and_goes_on_with_what_the_person_ap
     assert run.plan_version == proposal["version"] + 1  # the version the person approved
     (deviated,) = events(run, "crew_plan.deviated")
     assert deviated.data["before"] == ["Write the report"] and deviated.data["after"] == ["The person's own fix"]
-    assert deviated.data["approved_by_person"] is True
+    assert deviated.data["approved_by_person"] is True and deviated.data["task_id"] == task.pk
+    assert (deviated.data["plan_id"], deviated.data["from_version"], deviated.data["version"]) == (own.pk, 1, 3)
+    # A new kickoff with the crew's plan still runs its approved steps.
+    assert Plan.objects.get(pk=plan.pk).status == "approved"
+    # The run page: the person's step joined the approved plan and is done; nothing is left "to do".
+    from crews.run_view import RunView
+
+    (view_task,) = RunView.build(run).tasks
+    (segment,) = [s for s in view_task.plan if getattr(s, "status", "") == "approved"]
+    assert [(s.description, s.status) for s in segment.steps] == [
+        ("Read the tables", "completed"), ("Compare the tides", "failed"), ("Write the report", "skipped"),
+        ("The person's own fix", "completed"),
+    ]  # fmt: skip
+    assert all(s.status != "pending" for s in view_task.steps)
     last = events(run, "step.started")[-1]
     assert last.step_id.startswith(f"{task.pk}.p")  # a step of the approved version, by its stable id
 
@@ -229,14 +247,13 @@ def test_ask_from_the_pages_the_run_notice_leads_to_the_editor_whose_approval_le
     plan = approved_plan(client, builder, crew, ["Read the tables", "Compare the tides", "Write the report"])
     run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, plan=plan, enqueue=False)
     worker = Background(lambda: runner.execute(run.pk))
-    wait_for_status(run, Run.Status.AWAITING_APPROVAL)
+    own = wait_for_status(run, Run.Status.AWAITING_APPROVAL, timeout=90).planning_plan
     browser = signed_in(builder)
 
     page = browser.get(reverse("crews:run-detail", args=[run.pk])).content.decode()
-    editor = browser.get(reverse("crews:plan-detail", args=[plan.pk])).content.decode()
-    proposal = Plan.objects.get(pk=plan.pk)
-    response = browser.post(reverse("crews:plan-approve", args=[plan.pk]), {"version": proposal.version})
-    worker.join()
+    editor = browser.get(reverse("crews:plan-detail", args=[own.pk])).content.decode()
+    response = browser.post(reverse("crews:plan-approve", args=[own.pk]), {"version": own.version})
+    worker.join(timeout=90)
 
     assert "the agent proposes new steps" in page and "See what changed" in page
     assert "Approve & continue" in editor and "Agent&#x27;s idea" in editor
@@ -244,3 +261,4 @@ def test_ask_from_the_pages_the_run_notice_leads_to_the_editor_whose_approval_le
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert step_requests(fake_llm_server) == ["Read the tables", "Compare the tides", "Agent's idea"]
+    assert Plan.objects.filter(crew=crew, status="approved").count() == 2  # the crew's and the run's own

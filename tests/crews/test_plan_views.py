@@ -19,7 +19,7 @@ from django.utils.html import escape
 
 from crews import plans, runner
 from crews.models import Crew, Plan, PlanStep, PlanVersion, Run, Task
-from crews.views.plans import diff_versions
+from crews.plan_diff import diff_versions
 from tests.conftest import signed_in
 
 pytestmark = pytest.mark.django_db

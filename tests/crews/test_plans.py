@@ -14,7 +14,7 @@ from ninja.testing import TestClient
 from agents.models import LLM
 from crews import plans, runner, runs, selectors, services
 from crews.models import Crew, Plan, PlanStep, PlanVersion
-from crews.views.plans import diff_versions
+from crews.plan_diff import diff_versions
 from planner_site.api import api
 from tests.conftest import signed_in
 from tests.crews.run_helpers import make_agent, make_crew, scripted

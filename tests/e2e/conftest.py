@@ -58,7 +58,9 @@ def _free_port() -> int:
 def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     var = tmp_path_factory.mktemp("var")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_"))}
-    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(var))
+    # The demo model answers at once here; a journey that wants it paced sets its LLM's params.
+    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(var),
+               PLANNER_DEMO_FIRST_TOKEN_SECONDS="0", PLANNER_DEMO_TOKENS_PER_SECOND="0")
     port = _free_port()
     server = LiveServer(url=f"http://127.0.0.1:{port}", env=env)
     server.manage("migrate", "-v0")

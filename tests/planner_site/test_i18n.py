@@ -167,6 +167,28 @@ def marked_in_template(path: Path) -> set[str]:
     return found
 
 
+def marked_in_jinja(source: str) -> set[str]:
+    """The ``_()``, ``gettext``, ``ngettext``, ``pgettext`` and ``npgettext`` calls of a Jinja2
+    template (the hot fragments' macros), as Jinja's i18n extension finds them."""
+    from django.template import engines
+
+    found = set()
+    for _line, function, message in engines["jinja2"].env.extract_translations(source):
+        strings = message if isinstance(message, tuple) else (message,)
+        text = strings[1] if function in ("pgettext", "npgettext") else strings[0]
+        if isinstance(text, str) and text:
+            found.add(text)
+    return found
+
+
+def test_marked_strings_are_found_in_jinja_macros() -> None:
+    source = (
+        '{% macro m(n) %}{{ _("One") }} {{ gettext("Two %(x)s", x=n) }} {{ ngettext("%(num)s step", '
+        '"%(num)s steps", n) }} {{ pgettext("verb", "Run") }} {{ words["not marked"] }}{% endmacro %}'
+    )
+    assert marked_in_jinja(source) == {"One", "Two %(x)s", "%(num)s step", "Run"}
+
+
 def test_every_marked_string_is_in_the_catalogue() -> None:
     known = {e["msgid"] for e in catalogue()}
     marked: dict[str, str] = {}
@@ -176,9 +198,15 @@ def test_every_marked_string_is_in_the_catalogue() -> None:
     for path in source_files(".html"):
         for text in marked_in_template(path):
             marked.setdefault(text, path.relative_to(ROOT).as_posix())
+    for path in source_files(".jinja"):
+        for text in marked_in_jinja(path.read_text(encoding="utf-8")):
+            marked.setdefault(text, path.relative_to(ROOT).as_posix())
     assert len(marked) > 500  # the scan itself works
     missing = {text: where for text, where in marked.items() if text not in known}
-    assert not missing, f"strings missing from {PO.name}: {missing}; {HOW_TO_FIX}"
+    assert not missing, (
+        f"strings missing from {PO.name}: {missing}; {HOW_TO_FIX} (makemessages does not read .jinja "
+        "files: add their entries to the .po by hand)"
+    )
 
 
 # The language switch ---------------------------------------------------------------------------

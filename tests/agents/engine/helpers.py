@@ -16,6 +16,7 @@ from agents.engine.runtime import (
     EventEmitter,
     FakeClock,
     HumanInterface,
+    PlanRevision,
     RunContext,
     Usage,
 )
@@ -57,13 +58,14 @@ class ScriptedHuman:
 
     async def request_plan_change(
         self, *, task_key: str, reason: str, done_step_ids: Sequence[str], proposed: Sequence[str]
-    ) -> Sequence[ApprovedStep]:
+    ) -> PlanRevision:
         asked = {"task_key": task_key, "reason": reason, "done": list(done_step_ids), "proposed": list(proposed)}
         self.plan_change_requests.append(asked)
         chosen = self.plan_changes.pop(0) if self.plan_changes else None
         texts = proposed if chosen is None else chosen
         n = len(self.plan_change_requests)
-        return [ApprovedStep(id=f"{task_key}.p{100 * n + i}", text=t) for i, t in enumerate(texts, start=1)]
+        steps = [ApprovedStep(id=f"{task_key}.p{100 * n + i}", text=t) for i, t in enumerate(texts, start=1)]
+        return PlanRevision(steps, {"version": n + 1})
 
 
 def make_llm(**kw: Any) -> LLMSpec:

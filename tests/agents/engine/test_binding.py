@@ -114,6 +114,15 @@ async def test_adapt_replans_after_a_failure_and_reports_the_deviation_before_an
     assert "step 1" in deviated["reason"] and deviated["approved_by_person"] is False
     skipped = [e.step_id for e in sink.of_type("step.skipped")]
     assert skipped == ["7.p11", "7.p12"]
+    # The new steps ran one after the other, the second seeing the first's result and step 1's.
+    assert [e.step_id for e in sink.of_type("step.started") + sink.of_type("step.completed")] == [
+        "7.p10", "7.s4", "7.s5", "7.p10", "7.s4", "7.s5"]
+    order = [(e.type, e.step_id) for e in sink.events if e.type in ("step.started", "step.completed")]
+    assert order.index(("step.completed", "7.s4")) < order.index(("step.started", "7.s5"))
+    last = next(r for r in gateway.requests if current_step(r) == "Write it up")
+    assert "estimated" in str(last.messages)
+    # Later prompts show the plan as it stands, not the approved steps it replaced.
+    assert "Estimate from the moon" in str(last.messages) and "Compare spring" not in str(last.messages)
 
 
 async def test_adapt_takes_refinements_and_an_early_goal_as_deviations() -> None:
@@ -139,7 +148,8 @@ async def test_adapt_takes_refinements_and_an_early_goal_as_deviations() -> None
 async def test_ask_hands_the_proposal_to_a_person_and_goes_on_with_what_they_approved() -> None:
     brain = Brain(
         plans=[plan(step(1, "The agent's idea"))],
-        steps={1: LLMError("no tables"), 4: f"Final Answer: {LONG_ANSWER}"},
+        # The proposal's step is number 4 (never run), the person's is 5.
+        steps={1: LLMError("no tables"), 5: f"Final Answer: {LONG_ANSWER}"},
     )
     human = ScriptedHuman(plan_changes=[["The person's fix"]])
     ctx, gateway, sink, _ = make_ctx(default=brain, human=human)
@@ -148,13 +158,18 @@ async def test_ask_hands_the_proposal_to_a_person_and_goes_on_with_what_they_app
 
     assert result.output == LONG_ANSWER
     (asked,) = human.plan_change_requests
-    assert asked["proposed"] == ["The agent's idea"] and asked["done"] == ["7.p10"] and asked["task_key"] == "7"
+    # Step 1 failed: nothing completed is kept (a person may rewrite the failed step to run again).
+    assert asked["proposed"] == ["The agent's idea"] and asked["done"] == [] and asked["task_key"] == "7"
     assert [current_step(r) for r in gateway.requests if r.purpose == "step"] == [
         "Read the tide tables", "The person's fix",
     ]  # fmt: skip
     (deviated,) = [e.data for e in sink.of_type("crew_plan.deviated")]
     assert deviated["after"] == ["The person's fix"] and deviated["approved_by_person"] is True
+    assert [s["step_id"] for s in deviated["steps"]] == ["7.p101"] and deviated["version"] == 2
     assert sink.of_type("step.started")[-1].step_id == "7.p101"  # the approved step's own id
+    # The agent's proposal never runs: its step ends skipped, not "to do" for good.
+    skipped = {e.step_id: e.data["reason"] for e in sink.of_type("step.skipped")}
+    assert skipped["7.s4"] == "not approved as proposed"
 
 
 async def test_ask_respects_max_replans_and_then_goes_on_with_the_approved_steps() -> None:

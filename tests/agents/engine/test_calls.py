@@ -210,6 +210,18 @@ async def test_a_calls_worst_case_prices_its_longest_answer(params: dict[str, An
     assert worst == pytest.approx(tokens / 1000)
 
 
+@pytest.mark.parametrize(("params", "sent"), [({}, DEFAULT_MAX_COMPLETION_TOKENS), ({"max_tokens": 300}, 300)])
+async def test_under_a_cost_budget_the_call_is_sent_capped_at_the_answer_length_it_was_priced_for(
+    params: dict[str, Any], sent: int
+) -> None:
+    llm = make_llm(input_price_per_1k=0.0, output_price_per_1k=1.0, params=params)
+    gateway = ScriptedGateway(default="ok")
+    await caller_for(gateway, budget=Budget(max_cost_usd=1000.0)).call(ask(llm))
+    await caller_for(gateway).call(ask(llm))  # no budget: no cap of ours
+
+    assert [r.max_tokens for r in gateway.requests] == [sent, None]
+
+
 class PricedGateway(ScriptedGateway):
     """A scripted LLM whose gateway knows the model's prices (as litellm's map does)."""
 

@@ -130,3 +130,11 @@ async def test_no_record_is_built_for_a_sink_that_does_not_keep_calls() -> None:
     await caller(ScriptedGateway(["Final Answer: done"]), sink).call(request())
 
     assert [e.call for e in sink.events] == [None, None]
+
+
+def test_a_provider_error_loses_any_bearer_token_even_a_letters_only_one() -> None:
+    from agents.engine.gateway import scrub as scrub_error
+
+    assert scrub_error("401: header Authorization: Bearer abcdefghijkl rejected", None) == (
+        "401: header Authorization: Bearer [redacted] rejected"
+    )
