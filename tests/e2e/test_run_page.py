@@ -174,7 +174,8 @@ def test_approve_an_edited_plan_watch_each_approved_step_tick_and_read_what_the_
     page.goto(f"/runs/{ids['run']}/")
     status = page.locator("#run-status")
 
-    expect(status).to_have_attribute("data-status", "awaiting_approval", timeout=20_000)
+    # The first live call of the server process imports litellm: seconds on a busy 2-core box.
+    expect(status).to_have_attribute("data-status", "awaiting_approval", timeout=90_000)
     page.get_by_role("link", name="Review the plan").click()
     # The person edits the first step of the first task before approving.
     days = page.get_by_role("region", name=re.compile(r"^\d+\. Plan the days$"))
