@@ -44,6 +44,8 @@ $(VENV)/.serve-installed: requirements/serve.txt | $(UV)
 $(VENV)/.test-installed: requirements/test.txt $(VENV)/.serve-installed
 	@echo "Installing the test tools (requirements/test.txt)"
 	$(UV) pip install --python $(PY) --require-hashes -r requirements/test.txt
+	@echo "Compiling litellm's bytecode (its first import would otherwise take a minute in the browser suite)"
+	@$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/litellm" >/dev/null || true
 	@touch $@
 
 setup: $(VENV)/.serve-installed
