@@ -253,7 +253,7 @@ class RunView(TaskEvents, UsageAndOutput):
     def fold(self, seq: int, type_: str, task_id: int | None, step_id: str | None,
              data: dict[str, Any], at: datetime | None) -> None:
         self.last_seq = max(self.last_seq, seq)
-        self.log.append(LogRow(seq, type_, at, task_id, summary_of(data)))
+        self.log.append(LogRow(seq, type_, at.isoformat() if at else "", task_id, summary_of(data)))
         self._resume_work(type_)
         handler = _HANDLERS.get(type_)
         if handler is not None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
-from crews.run_view.state import entries_html, log_rows_html, parts, plan_item_html
+from crews.run_view.state import Change, entries_html, log_rows_html, parts, plan_item_html
 from crews.run_view.text import delta_target, text_of
 
 if TYPE_CHECKING:
@@ -33,30 +33,35 @@ def render_event_html(view: RunView, event: dict[str, Any], *, can_write: bool) 
         return str(macro.streamed(target, text_of((event.get("data") or {}).get("text", ""))))
     changes = view.apply(event)
     html_parts = [str(log_rows_html(view.log[-1:], oob=True))]
-    base = {"view": view, "run": view.run, "can_write": can_write}
     for change in changes:
-        oob = change.into is None
-        html: SafeString
-        if change.part == "entry" and change.into is not None:
+        if change.part == "entry" and change.into is not None:  # a new entry, added to its list
             html_parts.append(entries_html([change.context["entry"]], change.into))
             continue
-        if change.part == "entry":
-            html = change.context["entry"].html(oob=True)
-        elif change.part in ("step", "step-head", "step-result"):
-            html = change.context["step"].part_html(change.part, oob=oob)
-        elif change.part == "task-head":  # (laid out as on the page: one part a line here)
-            html = mark_safe(change.context["task"].head_html(view, can_write=can_write, csrf_token=None,  # noqa: S308
-                                                              oob=oob).strip())
-        elif change.part == "plan-item":
-            html = mark_safe(plan_item_html(change.context["item"], oob).strip())  # noqa: S308 - a macro's output
-        elif change.part == "run-stats":
-            html = mark_safe(view.stats_html(oob=oob).strip())  # noqa: S308 - a macro's output
-        elif change.part == "delta":  # a new LLM call empties its stream area
-            html = macro.stream(change.context["target"], change.context["step_stream"], oob=True)
-        else:
-            html = mark_safe(render_to_string(f"crews/run_detail.html#{change.part}",  # noqa: S308 - a template's output
-                                              {**base, **change.context, "oob": oob}).strip())
+        html = _part_html(view, change, can_write=can_write)
         if change.into is not None:
             html = macro.appended(change.into, html, change.wrapper)
         html_parts.append(str(html))
     return "\n".join(html_parts)
+
+
+def _part_html(view: RunView, change: Change, *, can_write: bool) -> SafeString:
+    """``change.part`` as the page shows it; with ``hx-swap-oob`` when it replaces the element."""
+    oob, context = change.into is None, change.context
+    part = change.part
+    if part == "entry":
+        return context["entry"].html(oob=True)  # type: ignore[no-any-return]
+    if part in ("step", "step-head", "step-result"):
+        return context["step"].part_html(part, oob=oob)  # type: ignore[no-any-return]
+    if part == "delta":  # a new LLM call empties its stream area
+        return parts().stream(context["target"], context["step_stream"], oob=True)  # type: ignore[no-any-return]
+    # The parts laid out like the page around them start and end a line there: trimmed here.
+    if part == "task-head":
+        html = context["task"].head_html(view, can_write=can_write, csrf_token=None, oob=oob)
+    elif part == "plan-item":
+        html = plan_item_html(context["item"], oob)
+    elif part == "run-stats":
+        html = view.stats_html(oob=oob)
+    else:
+        html = render_to_string(f"crews/run_detail.html#{part}",
+                                {"view": view, "run": view.run, "can_write": can_write, **context, "oob": oob})
+    return mark_safe(html.strip())  # noqa: S308 - a macro's or a template's output

@@ -894,7 +894,7 @@ def test_the_watch_outlives_a_cache_that_fails_and_still_delivers_a_stop(builder
 
     monkeypatch.setattr(runner.realtime, "deltas_followed", unreachable)
     monkeypatch.setattr(runner, "WATCH_SECONDS", 0.02)
-    run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "tides"})
+    run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "tides"}, enqueue=False)
     # Working, under this watch's claim; then a stop is asked from another process.
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, worker_id="me#1", cancel_requested=True)
     token, followers = CancelToken(), runner.DeltaFollowers(run.pk)
@@ -921,7 +921,7 @@ def test_the_watch_tries_again_after_a_poll_that_fails(builder, monkeypatch):
 
     monkeypatch.setattr(runner, "_poll", flaky_poll)
     monkeypatch.setattr(runner, "WATCH_SECONDS", 0.02)
-    run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "tides"})
+    run = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "tides"}, enqueue=False)
     # Working, under this watch's claim; then a stop is asked from another process.
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, worker_id="me#1", cancel_requested=True)
     token = CancelToken()
