@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.engine.capabilities import Capabilities
 from agents.engine.llm import (
     DeltaCallback,
     Gateway,
@@ -211,6 +212,8 @@ class LLMCaller:
     # request that would stream only to emit deltas nobody reads goes out unstreamed. ``None``
     # (plain engine use) always streams what asks to be streamed.
     stream_gate: Callable[[], bool] | None = None
+    # The request forms each LLM refused (tools, json_schema, ...): learned once, never resent.
+    capabilities: Capabilities = field(default_factory=Capabilities)
 
     def with_emitter(self, emit: EventEmitter) -> LLMCaller:
         return dataclasses.replace(self, emit=emit)

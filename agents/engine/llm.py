@@ -88,8 +88,25 @@ class ContextLengthError(LLMError):
     """The messages do not fit the model's context window."""
 
 
-class ToolsUnsupportedError(LLMError):
+class FormUnsupportedError(LLMError):
+    """The provider refused a form of request it does not support: ``form`` is one of ``FORMS``.
+
+    Sending the same request again would be refused again: the caller negotiates down to a
+    simpler form and remembers the refusal for that LLM (``agents.engine.capabilities``).
+    """
+
+    form: str = ""
+
+    def __init__(self, message: str, *, form: str | None = None) -> None:
+        super().__init__(message)
+        if form is not None:
+            self.form = form
+
+
+class ToolsUnsupportedError(FormUnsupportedError):
     """The provider rejected the ``tools`` parameter: the caller downgrades to text mode."""
+
+    form = "tools"
 
 
 Script = LLMResponse | str | Exception | Callable[[LLMRequest], "LLMResponse | str"]

@@ -32,6 +32,9 @@ class LLMSpec(_Spec):
     input_price_per_1k: float | None = Field(default=None, ge=0)
     output_price_per_1k: float | None = Field(default=None, ge=0)
     stream: bool = True
+    # Request forms this LLM is known to refuse (``agents.engine.capabilities.FORMS``): learned by
+    # a connection test or a refusal during a run, and never sent again.
+    refuses: frozenset[str] = frozenset()
 
 
 class Budget(_Spec):
