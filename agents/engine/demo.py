@@ -21,8 +21,8 @@ __all__ = ["DEMO_MODEL", "DemoGateway", "Pace", "demo_answer"]
 
 DEMO_MODEL = "demo/offline"
 DEMO_NOTE = (
-    "This answer comes from the offline demo model, which restates the task instead of doing "
-    "it; choose a real LLM to get real work done."
+    "This answer comes from the offline demo model, which shapes a templated answer from the task "
+    "instead of doing it; choose a real LLM to get real work done."
 )
 _CLIP = 160
 _WORDS_PER_DELTA = 3
@@ -312,27 +312,137 @@ def _plan_execute_steps(request: LLMRequest) -> list[dict[str, Any]]:
 def _react(request: LLMRequest) -> DemoAnswer:
     task, expected = _task(request)
     result = _tool_result(request.messages)
+    framed = _wants_final_answer(request.messages)
+    if result is None:
+        call = _tool_to_call(request, task)
+        if call is not None:
+            return call
+    text = _user_text(request.messages)
+    if _is_step(text) and not _is_last_step(text):
+        about = re.search(r"\babout ([^.,;:\n]{2,60})", f"{expected}\n{text}")
+        subject = about.group(1).strip() if about else "the task"
+        answer = (
+            f"Done: {_clip(task, 200).rstrip('.')}.\n\nWhat this step found for {subject}: the points "
+            f"that matter most, the open questions a later step should settle, and what the final "
+            f"answer needs from here."
+        )
+        if result is not None:
+            answer += f" The tool returned: {_clip(result, 200)}."
+        answer += "\n\n(Offline demo model: a real LLM would do this step's work here.)"
+    else:
+        answer = _deliverable(task, expected, text)
+        if result is not None:
+            answer += f"\n\nThe tool returned: {_clip(result, 200)}."
+        answer += "\n\n" + DEMO_NOTE
+    if not framed:
+        return DemoAnswer(content=answer)
+    gap = "\n" if answer.startswith(("-", "|", "#")) else " "  # a list or a table starts a line
+    return DemoAnswer(content=f"Thought: I now know the final answer\nFinal Answer:{gap}{answer}")
+
+
+def _tool_to_call(request: LLMRequest, task: str) -> DemoAnswer | None:
+    """The one tool call the demo makes before answering: the calculator for a sum in the task,
+    else a catalogue tool without required arguments that the task or step names."""
     expression = _expression(task)
     calculator = _calculator(request.tools)
-    if result is None and expression:
-        if calculator is not None:
-            name, argument = calculator
-            return DemoAnswer(
-                content="Thought: I will compute this with the calculator.",
-                tool_calls=[_tool_call(name, {argument: expression})],
-            )
-        if not request.tools and _text_protocol_offers(request.messages, "calculator"):
-            action_input = json.dumps({"expression": expression})
-            return DemoAnswer(
-                content="Thought: I will compute this with the calculator.\n"
-                f"Action: calculator\nAction Input: {action_input}"
-            )
-    answer = f'Offline demo answer for the task "{_clip(task)}". Expected output: {_clip(expected)}'
-    answer = answer.rstrip(".") + "."
-    if result is not None:
-        answer += f" The tool returned: {_clip(result, 200)}."
-    answer += " " + DEMO_NOTE
-    return DemoAnswer(content=f"Thought: I now know the final answer\nFinal Answer: {answer}")
+    if expression and calculator is not None:
+        name, argument = calculator
+        return DemoAnswer(
+            content="Thought: I will compute this with the calculator.",
+            tool_calls=[_tool_call(name, {argument: expression})],
+        )
+    if expression and not request.tools and _text_protocol_offers(request.messages, "calculator"):
+        action_input = json.dumps({"expression": expression})
+        return DemoAnswer(
+            content="Thought: I will compute this with the calculator.\n"
+            f"Action: calculator\nAction Input: {action_input}"
+        )
+    for tool in request.tools or []:
+        function = tool.get("function") or {}
+        name = function.get("name")
+        required = (function.get("parameters") or {}).get("required") or []
+        if isinstance(name, str) and name != "calculator" and not required and name in task:
+            return DemoAnswer(content=f"Thought: I will use the {name} tool.", tool_calls=[_tool_call(name, {})])
+    return None
+
+
+def _wants_final_answer(messages: list[Message]) -> bool:
+    """Whether the prompt asks for the ReAct format (an agent without tools is asked for the
+    answer alone)."""
+    return "Final Answer:" in _user_text(messages)
+
+
+def _is_step(text: str) -> bool:
+    return bool(re.search(r"(?m)^##[ \t]*Your current step", text))
+
+
+def _is_last_step(text: str) -> bool:
+    return "This is the last step of the plan" in text
+
+
+_ASPECTS = (
+    "what {s} is and why it matters now",
+    "the main approaches to {s} and how they differ",
+    "who leads in {s} and what they have shipped",
+    "what {s} costs and what drives the cost",
+    "the risks and open problems of {s}",
+    "how people use {s} day to day",
+    "the recent milestones in {s}{year}",
+    "what to measure when comparing options in {s}",
+    "the rules and policies that shape {s}",
+    "what to watch next in {s}",
+)
+_COUNT = re.compile(r"\b(\d{1,2}|three|four|five|six|seven|eight|nine|ten)\s+(?:bullet|point|item|idea|tip|step)", re.I)
+_NUMBER_WORDS = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+
+
+def _deliverable(task: str, expected: str, text: str) -> str:
+    """A templated but specific answer shaped by the expected output: a list of as many points
+    as it asks for, a report with a section per point of the context it received, or a table."""
+    subject = _subject(task, expected)
+    year = _find(r"current year is[ \t]*(\d{4})", text)
+    lowered = expected.lower()
+    points = [
+        aspect.format(s=subject, year=f" ({year})" if year else "") for aspect in _ASPECTS
+    ]
+    if "table" in lowered:
+        rows = "\n".join(f"| {n} | {p[0].upper() + p[1:]} | to be checked with a real model |"
+                         for n, p in enumerate(points[:5], start=1))
+        return f"| # | Topic | Finding |\n|---|---|---|\n{rows}"
+    if any(word in lowered for word in ("report", "section")):
+        received = _received_points(text) or points[:5]
+        sections = "\n\n".join(
+            f"## {_clip(point, 90)}\n\nThis section expands on {_clip(point, 90).rstrip('.')}, "
+            f"as it bears on {subject}: what is known, what it means for the reader, and what to do next."
+            for point in received[:10]
+        )
+        return f"# {subject[0].upper() + subject[1:]}: a report\n\n{sections}"
+    if any(word in lowered for word in ("list", "bullet", "points")):
+        count = _count(expected)
+        return "\n".join(f"- {p[0].upper() + p[1:]}." for p in (points * 2)[:count])
+    return f'Offline demo answer for the task "{_clip(task)}". Expected output: {_clip(expected).rstrip(".")}.'
+
+
+def _subject(task: str, expected: str) -> str:
+    for source in (expected, task):
+        found = re.search(r"\babout ([^.,;:\n]{2,60})", source)
+        if found:
+            return found.group(1).strip().rstrip(".")
+    return _clip(task, 60).rstrip(".") or "the task"
+
+
+def _count(expected: str) -> int:
+    match = _COUNT.search(expected)
+    if not match:
+        return 5
+    word = match.group(1).lower()
+    return max(1, min(10, int(word) if word.isdigit() else _NUMBER_WORDS[word]))
+
+
+def _received_points(text: str) -> list[str]:
+    """The bullet points of the context a task received (an earlier task's list)."""
+    context = _find(r"(?m)^(?:##[ \t]*)?(?:Context|This is the context you're working with)[^\n]*\n(.*?)(?=\n##[ \t]|\Z)", text)
+    return [m.group(1).strip().rstrip(".") for m in re.finditer(r"(?m)^[ \t]*[-*][ \t]+(.+)$", context or text)][:10]
 
 
 def _synthesis(request: LLMRequest) -> str:

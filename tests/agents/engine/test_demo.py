@@ -203,20 +203,53 @@ async def test_react_restates_the_task_and_expected_output_as_a_final_answer() -
     assert response.tool_calls == []
 
 
-async def test_a_step_restates_the_current_step_not_the_overall_task() -> None:
-    text = PROMPTS.render(
-        "step_executor",
-        **PERSONA,
-        description="Plan a two-day trip to Lisbon.",
-        expected_output="An itinerary.",
-        context="none",
-        step="List three museums in Belém.",
-        dependency_results="none",
+async def test_a_step_reports_the_current_step_and_the_last_step_gives_the_deliverable() -> None:
+    def step_text(step: str, expected: str) -> str:
+        return PROMPTS.render(
+            "step_executor", **PERSONA, description="Plan a two-day trip to Lisbon.",
+            expected_output=expected, context="none", step=step, dependency_results="none",
+        )
+
+    first = await complete("step", user(step_text("List three museums in Belém.", "An itinerary.")))
+    assert "List three museums in Belém." in first.content and "Plan a two-day trip" not in first.content
+
+    last = step_text("Write the itinerary.", "A list with 4 bullet points about Lisbon") + "\n\n" + PROMPTS.text("step_last")
+    answer = (await complete("step", user(last))).content
+    bullets = [line for line in answer.splitlines() if line.startswith("- ")]
+    assert len(bullets) == 4 and all("Lisbon" in b for b in bullets)
+
+
+async def test_the_deliverable_takes_the_shape_the_expected_output_asks_for() -> None:
+    research = react_messages(
+        "Conduct a thorough research about AI LLMs given the current year is 2026.",
+        "A list with 10 bullet points of the most relevant information about AI LLMs",
     )
-    response = await complete("step", user(text))
-    answer = response.content.split("Final Answer: ", 1)[1]
-    assert "List three museums in Belém." in answer
-    assert "An itinerary." in answer
+    listed = (await complete("react", research)).content
+    bullets = [line for line in listed.splitlines() if line.startswith("- ")]
+    assert len(bullets) == 10 and len(set(bullets)) == 10 and any("(2026)" in b for b in bullets)
+
+    report = react_messages(
+        "Review the context you got and expand each topic into a full section for a report.\n\n"
+        "This is the context you're working with:\n- Open models caught up\n- Agents went mainstream",
+        "A fully fledged report with the main topics, each with a full section of information.",
+    )
+    sections = (await complete("react", report)).content
+    assert "## Open models caught up" in sections and "## Agents went mainstream" in sections
+
+
+async def test_a_catalogue_tool_the_step_names_is_called_before_the_answer() -> None:
+    clock = {"type": "function", "function": {"name": "current_datetime", "parameters": {
+        "type": "object", "properties": {"timezone": {"type": "string"}}}}}
+    messages = react_messages("Use the current_datetime tool to find today's date.", "The date.")
+    first = await complete("react", messages, tools=[clock])
+    [call] = first.tool_calls
+    assert (call.name, json.loads(call.arguments)) == ("current_datetime", {})
+    messages += [
+        {"role": "assistant", "content": first.content, "tool_calls": [call.as_message_part()]},
+        {"role": "tool", "tool_call_id": call.id, "content": "2026-12-02 Wednesday"},
+    ]
+    second = await complete("react", messages, tools=[clock])
+    assert second.tool_calls == [] and "2026-12-02 Wednesday" in second.content
 
 
 async def test_with_a_calculator_it_calls_the_tool_then_answers_with_its_result() -> None:
