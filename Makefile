@@ -90,8 +90,10 @@ bench: setup-test
 
 # Translations (locale/pt_BR). Only these two need gettext (apt-get install gettext): the compiled
 # .mo is committed, so installing and testing never do. The engines' messages stay English.
+# The Jinja2 macros' strings (-e jinja) are read by Jinja's own extractor
+# (planner_site/management/commands/makemessages.py).
 messages: setup
-	$(PY) manage.py makemessages -l pt_BR --ignore=.venv --ignore=var --ignore=agents/engine --ignore=crews/engine --ignore=tests --ignore=bench
+	$(PY) manage.py makemessages -l pt_BR -e html,txt,py,jinja --ignore=.venv --ignore=var --ignore=agents/engine --ignore=crews/engine --ignore=tests --ignore=bench
 
 compile-messages: setup
 	$(PY) manage.py compilemessages -l pt_BR --ignore=.venv --ignore=var

@@ -21,7 +21,6 @@ import os
 import platform
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,9 +35,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
-PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
+from _common import PYTHON, ROOT, free_port, table
+
 READY_LINE = "is ready at"
 START_TIMEOUT = 120.0
 EAGER = (
@@ -47,12 +45,6 @@ EAGER = (
     "runpy.run_path('manage.py', run_name='__main__')"
 )
 _CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def environment(var_dir: Path) -> dict[str, str]:
@@ -219,33 +211,6 @@ def start_server(eager: bool, env: dict[str, str], password: str) -> Start:
 
 def fmt(value: float, unit: str) -> str:
     return f"{value:.0f}" if unit == "MiB" else f"{value * 1000:.0f}"
-
-
-def table(rows: list[list[str]], headers: list[str]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    out = [
-        "| "
-        + " | ".join(
-            h.ljust(w) if i == 0 else h.rjust(w)
-            for i, (h, w) in enumerate(zip(headers, widths, strict=True))
-        )
-        + " |"
-    ]
-    out.append(
-        "|"
-        + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths))
-        + "|"
-    )
-    for row in rows:
-        out.append(
-            "| "
-            + " | ".join(
-                c.ljust(w) if i == 0 else c.rjust(w)
-                for i, (c, w) in enumerate(zip(row, widths, strict=True))
-            )
-            + " |"
-        )
-    return "\n".join(out)
 
 
 def main(rounds: int) -> None:

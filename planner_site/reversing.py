@@ -1,4 +1,7 @@
-"""Reversing one URL pattern for many ids: a page with hundreds of links to the same view."""
+"""Reversing one URL pattern for many ids: a page with hundreds of links to the same view.
+
+Bench (bench/ui.py --ab reversing, 2026-12-02): plan editor 20×20, CPU 125 → 92 ms, −26 %.
+"""
 
 from __future__ import annotations
 

@@ -204,8 +204,7 @@ def test_every_marked_string_is_in_the_catalogue() -> None:
     assert len(marked) > 500  # the scan itself works
     missing = {text: where for text, where in marked.items() if text not in known}
     assert not missing, (
-        f"strings missing from {PO.name}: {missing}; {HOW_TO_FIX} (makemessages does not read .jinja "
-        "files: add their entries to the .po by hand)"
+        f"strings missing from {PO.name}: {missing}; {HOW_TO_FIX}"
     )
 
 
