@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -13,7 +14,15 @@ from agents.engine.calls import BudgetExceeded, BudgetScope
 from agents.engine.llm import ContextLengthError, LLMError, Message
 from agents.engine.prompts import PromptBook
 from agents.engine.react import build_task_messages, run_react_loop
-from agents.engine.runtime import Cancelled, Clock, RunContext, Usage
+from agents.engine.runtime import (
+    ApprovalDecision,
+    Cancelled,
+    Clock,
+    HumanInterface,
+    PlanRevision,
+    RunContext,
+    Usage,
+)
 from agents.engine.specs import AgentSpec, TaskSpec
 
 T = TypeVar("T")
@@ -42,22 +51,56 @@ class _ExecutionTimeout(Exception):
 class _ExecutionTimer:
     """``max_execution_time`` spread over the agent's passes; time waiting for a person is free.
 
-    Two clocks guard it: the run's clock is read before every ReAct call (deterministic, and
-    the only one a fake clock moves), and an asyncio timeout on the loop's clock interrupts a
-    call that is still in flight when the time is up.
+    Two clocks guard it: the agent's clock (this timer: the run's clock less the time spent
+    waiting for a person) is read before every ReAct call (deterministic, and the only one a
+    fake clock moves), and an asyncio timeout on the loop's clock interrupts a call that is
+    still in flight when the time is up; it is held while a person is asked (``waiting``).
     """
 
     def __init__(self, clock: Clock, limit: float | None) -> None:
         self.clock = clock
         self.remaining = limit
+        self._waited = 0.0  # on the run's clock, in waits that ended
+        self._waiting_since: float | None = None
+        self._waits = 0  # waits under way (steps may ask at the same time)
+        self._pass: tuple[float, asyncio.Timeout] | None = None  # its start (agent clock), timeout
+
+    def monotonic(self) -> float:
+        """The agent's clock (``Clock``): the run's, stopped while a person is asked."""
+        now = self.clock.monotonic()
+        return now - self._waited - (now - self._waiting_since if self._waiting_since is not None else 0.0)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.clock.sleep(seconds)
+
+    @contextlib.asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        """Time spent inside is a person's, not the agent's."""
+        self._waits += 1
+        if self._waits == 1:
+            self._waiting_since = self.clock.monotonic()
+            if self._pass is not None:
+                self._pass[1].reschedule(None)
+        try:
+            yield
+        finally:
+            self._waits -= 1
+            if self._waits == 0 and self._waiting_since is not None:
+                self._waited += self.clock.monotonic() - self._waiting_since
+                self._waiting_since = None
+                if self._pass is not None and self.remaining is not None:
+                    started, timeout = self._pass
+                    left = self.remaining - (self.monotonic() - started)
+                    timeout.reschedule(asyncio.get_running_loop().time() + max(0.0, left))
 
     async def run(self, work: Callable[[float | None], Awaitable[T]]) -> T:
         if self.remaining is None:
             return await work(None)
         if self.remaining <= 0:
             raise _ExecutionTimeout
-        started = self.clock.monotonic()
+        started = self.monotonic()
         timeout = asyncio.timeout(self.remaining)
+        self._pass = (started, timeout)
         try:
             async with timeout:
                 return await work(started + self.remaining)
@@ -66,14 +109,41 @@ class _ExecutionTimer:
                 raise _ExecutionTimeout from exc
             raise
         finally:
-            self.remaining -= self.clock.monotonic() - started
+            self._pass = None
+            self.remaining -= self.monotonic() - started
+
+
+class _TimedHuman:
+    """``HumanInterface`` whose waits do not count against the agent's ``max_execution_time``."""
+
+    def __init__(self, human: HumanInterface, timer: _ExecutionTimer) -> None:
+        self.human = human
+        self.timer = timer
+
+    async def request_feedback(self, *, task_key: str, answer: str) -> str:
+        async with self.timer.waiting():
+            return await self.human.request_feedback(task_key=task_key, answer=answer)
+
+    async def request_approval(self, *, approval_id: str, tool: str, args: dict[str, Any]) -> ApprovalDecision:
+        async with self.timer.waiting():
+            return await self.human.request_approval(approval_id=approval_id, tool=tool, args=args)
+
+    async def request_plan_change(
+        self, *, task_key: str, reason: str, done_step_ids: Sequence[str], proposed: Sequence[str]
+    ) -> PlanRevision:
+        async with self.timer.waiting():
+            return await self.human.request_plan_change(
+                task_key=task_key, reason=reason, done_step_ids=done_step_ids, proposed=proposed
+            )
 
 
 async def run_agent(ctx: RunContext, agent: AgentSpec, task: TaskSpec) -> AgentResult:
     """Run ``task`` with ``agent``: ReAct, Plan-and-Act or plan-execute, by the agent's settings.
 
-    LLM errors retry the whole pass up to ``max_retry_limit`` times; cancellation and budgets
-    stop at once. ``max_execution_time`` counts the agent's own work, not a person's replies.
+    An answer the agent cannot use (``LLMError`` from the agent itself) retries the whole pass up
+    to ``max_retry_limit`` times; a failed LLM call does not, its LLM's ``max_retries`` having
+    been spent on it already (retries count once across layers). Cancellation and budgets stop
+    at once. ``max_execution_time`` counts the agent's own work, not a person's replies.
     With ``task.human_input`` every answer is shown for feedback; non-empty feedback starts
     another pass on the same conversation, an empty reply accepts the answer.
     """
@@ -82,6 +152,9 @@ async def run_agent(ctx: RunContext, agent: AgentSpec, task: TaskSpec) -> AgentR
         ctx = dataclasses.replace(ctx, llm=ctx.llm.with_rpm(f"agent:{agent.key}", agent.max_rpm))
     scope = BudgetScope(agent.budget, Usage(), "agent")
     timer = _ExecutionTimer(ctx.clock, agent.max_execution_time)
+    if agent.max_execution_time is not None:
+        # The agent reads its deadline on its own clock, and its questions to people pause it.
+        ctx = dataclasses.replace(ctx, clock=timer, human=_TimedHuman(ctx.human, timer))
 
     async def first_pass(deadline: float | None) -> tuple[str, list[Message] | None]:
         return await _first_pass(ctx, agent, task, scope, deadline)
@@ -184,6 +257,10 @@ async def _with_retries(
             # Deterministic: the same conversation would not fit on a second attempt either.
             raise AgentError(f"Agent {label!r} failed: {exc}") from exc
         except LLMError as exc:
+            if exc.retries_spent:
+                # The call was retried as often as its LLM allows: another pass would make
+                # those calls again (the "4 × 3" a local server once saw).
+                raise AgentError(f"Agent {label!r} failed: {exc}") from exc
             if attempt < attempts:
                 continue
             tries = f" after {attempts} attempts" if attempts > 1 else ""

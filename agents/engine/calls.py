@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.engine.capabilities import Capabilities
+from agents.engine.capabilities import STREAM, Capabilities
 from agents.engine.llm import (
     DeltaCallback,
+    FormUnsupportedError,
     Gateway,
     LLMError,
     LLMRequest,
@@ -26,21 +27,22 @@ from agents.engine.runtime import CancelToken, Clock, EventEmitter, Usage
 from agents.engine.specs import Budget
 from agents.engine.transcript import call_record
 
-# litellm's ``timeout`` bounds the wait between chunks of a streamed answer, but the whole answer
-# when unstreamed. A request the stream gate unstreams would otherwise have its LLM's timeout (60 s
-# by default) for the whole generation, and a long answer that streams fine would time out and be
-# retried, each attempt paid for. So it gets at least this long: a long answer's worth.
-UNSTREAMED_TIMEOUT_SECONDS = 600.0
-
 # The fewest answer tokens worth paying a prompt for: a token budget whose remainder after the
 # prompt is smaller stops the run before the call (``budget.exceeded``), rather than buy the whole
 # prompt for an answer cut off after a few tokens (read as a format error, then retried).
 MIN_ANSWER_TOKENS = 16
 
 
-# The answer tokens a call is assumed to be able to take when neither the request nor its LLM
-# caps them: what a cost budget prices the next answer at before the call.
-DEFAULT_MAX_COMPLETION_TOKENS = 4096
+# The answer tokens a call may take when neither the request nor its LLM caps them, by what the
+# call is for (``LLMRequest.purpose``); sent as ``max_tokens``, and what a cost budget prices the
+# next answer at. A verdict is short, a plan medium, an answer long: a local model that loops on
+# one phrase stops there instead of generating until its context window is full.
+PURPOSE_MAX_COMPLETION_TOKENS = {
+    "observe": 1024, "decide": 1024,
+    "agent_plan": 2048, "refine": 2048, "replan": 2048, "crew_plan": 4096,
+    "step": 4096, "react": 4096, "synthesis": 4096, "aggregate": 4096,
+}  # fmt: skip
+DEFAULT_MAX_COMPLETION_TOKENS = 4096  # any other purpose
 
 
 def _usd(amount: float) -> str:
@@ -168,13 +170,15 @@ def estimate_tokens(request: LLMRequest) -> int:
 def max_completion_tokens(request: LLMRequest, cap: int | None = None) -> int:
     """The most tokens the answer to ``request`` may take: the least of the request's cap, the
     token budget's ``cap`` and the LLM's own ``max_tokens`` / ``max_completion_tokens`` param
-    (the gateway sends the least of them), else ``DEFAULT_MAX_COMPLETION_TOKENS``."""
+    (the gateway sends the least of them), else its purpose's default cap."""
     params = request.llm.params
     caps: list[int] = [
         n for n in (request.max_tokens, cap, params.get("max_tokens"), params.get("max_completion_tokens"))
         if isinstance(n, int) and not isinstance(n, bool) and n > 0
     ]
-    return min(caps) if caps else DEFAULT_MAX_COMPLETION_TOKENS
+    if caps:
+        return min(caps)
+    return PURPOSE_MAX_COMPLETION_TOKENS.get(request.purpose, DEFAULT_MAX_COMPLETION_TOKENS)
 
 
 def estimate_prompt_tokens(request: LLMRequest) -> int:
@@ -207,10 +211,9 @@ class LLMCaller:
     # Requests-per-minute limits besides the LLM's own: the crew's and the calling agent's
     # ``max_rpm``, as (limiter key, rpm). Every call waits for a slot in each of them.
     rpm_limits: tuple[tuple[str, int], ...] = ()
-    # Whether anyone follows this run's ``llm.delta`` events right now. Streaming costs the
-    # process far more than one whole answer (a parsed chunk per token, then reassembly), so a
-    # request that would stream only to emit deltas nobody reads goes out unstreamed. ``None``
-    # (plain engine use) always streams what asks to be streamed.
+    # Whether anyone follows this run's ``llm.delta`` events right now: a request that asks for
+    # deltas (``LLMRequest.stream``) emits them only then. The request itself streams either way
+    # (see ``_streaming``). ``None`` (plain engine use): always emit them.
     stream_gate: Callable[[], bool] | None = None
     # The request forms each LLM refused (tools, json_schema, ...): learned once, never resent.
     capabilities: Capabilities = field(default_factory=Capabilities)
@@ -275,7 +278,9 @@ class LLMCaller:
         """Send ``request`` once, retrying retryable errors up to ``llm.max_retries`` times.
 
         Each attempt's ``llm.completed`` or ``llm.failed`` carries what it sent and got back
-        (``Event.call``) when the sink keeps LLM calls; else no record is built.
+        (``Event.call``) when the sink keeps LLM calls; else no record is built. The ``LLMError``
+        it raises has ``retries_spent`` set: no layer above retries the call again. A provider
+        that refuses to stream is asked again unstreamed at once (not an attempt of its own).
         """
         llm = request.llm
         keep = self.emit.keeps_llm_calls
@@ -285,7 +290,9 @@ class LLMCaller:
             for key, rpm in ((llm.key, llm.rpm), *self.rpm_limits)
             if (limiter := self.limiters.get(key, rpm)) is not None
         ]
-        for attempt in range(1, attempts + 1):
+        attempt = 0
+        while attempt < attempts:
+            attempt += 1
             self.cancel.raise_if_cancelled()
             input_tokens = estimate_tokens(request)
             priced = await self.worst_cost(request, scope, input_tokens)
@@ -296,11 +303,10 @@ class LLMCaller:
             await self.emit("llm.started", {"model": llm.model, "purpose": request.purpose}, step_id=step_id)
             started = self.clock.monotonic()
             sent, delta_cb = self._streaming(request, on_delta, step_id)
+            # The answer's length as the budgets priced it (a token budget's remainder, the longest
+            # answer a cost budget's worst case counted), else its purpose's default cap.
             cap = completion_cap(self.scopes(scope), input_tokens)
-            if cap is not None or priced is not None:
-                # The answer's length as the budgets priced it: a token budget's remainder and,
-                # under a cost budget, the longest answer the worst case counted.
-                sent = dataclasses.replace(sent, max_tokens=max_completion_tokens(request, cap))
+            sent = dataclasses.replace(sent, max_tokens=max_completion_tokens(request, cap))
             try:
                 response = await self.cancel.race(self.gateway.complete(sent, on_delta=delta_cb))
             except RetryableLLMError as exc:
@@ -311,16 +317,26 @@ class LLMCaller:
                     step_id=step_id, call=call_record(sent, error=str(exc)) if keep else None,
                 )
                 if not retrying:
+                    self.cancel.raise_if_cancelled()  # a call that failed while stopping: a stop
+                    exc.retries_spent = True
                     raise
                 delay = exc.retry_after if exc.retry_after is not None else self.backoff_base * (2 ** (attempt - 1))
                 await self.cancel.race(self.clock.sleep(min(delay, self.backoff_cap)))
                 continue
             except LLMError as exc:
+                again = isinstance(exc, FormUnsupportedError) and exc.form == STREAM and sent.stream
                 await self.emit(
                     "llm.failed",
-                    {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": False, "attempt": attempt},
+                    {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": again, "attempt": attempt},
                     step_id=step_id, call=call_record(sent, error=str(exc)) if keep else None,
                 )
+                self.cancel.raise_if_cancelled()  # a call that failed while stopping: a stop
+                if again:
+                    # Learned: ``_streaming`` sends this LLM's requests unstreamed from now on.
+                    await self.capabilities.learn(llm, STREAM)
+                    attempt -= 1
+                    continue
+                exc.retries_spent = True
                 raise
             latency_ms = response.latency_ms or int((self.clock.monotonic() - started) * 1000)
             response.latency_ms = latency_ms
@@ -348,20 +364,23 @@ class LLMCaller:
     def _streaming(
         self, request: LLMRequest, on_delta: DeltaCallback | None, step_id: str | None
     ) -> tuple[LLMRequest, DeltaCallback | None]:
-        """The request as sent and who hears its deltas: the caller's callback, else ``llm.delta``
-        events, unless the gate says nobody follows them (then the request is sent unstreamed,
-        with a timeout for the whole answer: ``UNSTREAMED_TIMEOUT_SECONDS``).
+        """The request as sent and who hears its deltas.
+
+        Every request to an LLM that can stream is streamed, whether or not anyone reads its
+        deltas: cancelling a streamed call closes its connection, which is what makes a local
+        server (llama.cpp, Ollama) stop generating; an unstreamed one keeps it busy to the end.
+        Deltas go to the caller's callback, else, for a request that asks for them
+        (``LLMRequest.stream``), to ``llm.delta`` events while the gate says someone follows;
+        else nowhere, so a call nobody watches does no work per chunk.
 
         Asked on every attempt, so a page opened during a run gets the next call's deltas.
         """
-        if not request.stream or on_delta is not None:
-            return request, on_delta
-        if self.stream_gate is not None and not self.stream_gate():
-            llm = request.llm
-            if llm.timeout < UNSTREAMED_TIMEOUT_SECONDS:
-                llm = llm.model_copy(update={"timeout": UNSTREAMED_TIMEOUT_SECONDS})
-            return dataclasses.replace(request, stream=False, llm=llm), None
-        return request, self._delta_emitter(step_id)
+        llm = request.llm
+        if not llm.stream or self.capabilities.refuses(llm, STREAM):
+            return (dataclasses.replace(request, stream=False) if request.stream else request), None
+        if on_delta is None and request.stream and (self.stream_gate is None or self.stream_gate()):
+            on_delta = self._delta_emitter(step_id)
+        return (request if request.stream else dataclasses.replace(request, stream=True)), on_delta
 
     def _delta_emitter(self, step_id: str | None) -> DeltaCallback:
         async def on_delta(text: str) -> None:

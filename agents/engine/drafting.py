@@ -9,14 +9,14 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from agents.engine.calls import BudgetScope
-from agents.engine.llm import LLMError, LLMRequest, Message, ToolsUnsupportedError
+from agents.engine.llm import LLMError, LLMRequest, Message
 from agents.engine.plan_parsing import (
+    PLAN_SCHEMA,
     PLAN_TOOL,
     PLAN_TOOL_NAME,
     DraftPlan,
     PlanStep,
     parse_plan_response,
-    parse_plan_text,
     plan_as_text,
 )
 from agents.engine.prompts import PromptBook, PromptError, render
@@ -29,6 +29,7 @@ from agents.engine.specs import (
     TaskSpec,
     ToolRef,
 )
+from agents.engine.structured import Shape, ask_structured
 from agents.engine.tool_input import match_tool_name
 
 
@@ -42,7 +43,6 @@ class Drafting:
     scope: BudgetScope | None
     book: PromptBook
     plan_llm: LLMSpec
-    text_mode: bool
     steps: list[PlanStep]
     tools: dict[str, ToolRef]
 
@@ -88,25 +88,18 @@ class Drafting:
     # -- the planner's calls ------------------------------------------------------------------
 
     async def call_planner(self, messages: list[Message], purpose: str) -> DraftPlan:
-        if not self.text_mode:
-            request = LLMRequest(
-                llm=self.plan_llm,
-                messages=messages,
-                purpose=purpose,
-                tools=[PLAN_TOOL],
-                tool_choice={"type": "function", "function": {"name": PLAN_TOOL_NAME}},
-            )
-            try:
-                return parse_plan_response(await self.ctx.llm.call(request, scope=self.scope))
-            except ToolsUnsupportedError:
-                # The provider refused tools: plan in text from now on, as ReAct downgrades.
-                self.text_mode = True
-        last = messages[-1]
-        hint = self.book.render("agent_plan_json")
-        asked = [*messages[:-1], {**last, "content": f"{last['content']}\n\n{hint}"}]
-        request = LLMRequest(llm=self.plan_llm, messages=asked, purpose=purpose)
-        response = await self.ctx.llm.call(request, scope=self.scope)
-        return parse_plan_text(response.content)
+        """One planner request, its form negotiated with the LLM (``structured``): a
+        ``create_plan`` tool call, a JSON schema, JSON mode, or JSON asked for in words."""
+        shape = Shape(
+            name=PLAN_TOOL_NAME,
+            schema=PLAN_SCHEMA,
+            description=PLAN_TOOL["function"]["description"],
+            tool=True,
+            instructions=self.book.render("agent_plan_json"),
+        )
+        request = LLMRequest(llm=self.plan_llm, messages=messages, purpose=purpose)
+        answer = await ask_structured(self.ctx.llm, request, shape, scope=self.scope)
+        return parse_plan_response(answer.response)
 
     async def make_plan(
         self, first: Message, *, purpose: str, replan: int = 0
@@ -127,9 +120,10 @@ class Drafting:
         steps = await self.adopt(draft)
         await self.emit_completed(attempt, draft, steps, extra)
         limit = self.config.max_attempts_effective
+        current = plan_as_text(draft, self.book)
+        previous_steps = bool(draft.steps)
         while not draft.ready and attempt < limit:
             attempt += 1
-            current = plan_as_text(draft, self.book)
             try:
                 refine = self.refine_message(current)
             except PromptError as exc:
@@ -147,6 +141,17 @@ class Drafting:
                 break
             steps = await self.adopt(draft)
             await self.emit_completed(attempt, draft, steps, extra)
+            previous, current = current, plan_as_text(draft, self.book)
+            if not draft.ready and (current == previous or not (draft.steps or previous_steps)):
+                # The same plan again, or prose without steps twice in a row: refining more
+                # would only pay for the same answer (issue #14: 10 identical calls).
+                await self.warn(
+                    "refining stopped: the planner returned the same plan again"
+                    if current == previous
+                    else "refining stopped: the planner gave no steps twice in a row"
+                )
+                break
+            previous_steps = bool(draft.steps)
         if not draft.ready:
             await self.warn(f"the plan is still not ready after {attempt} attempt(s)")
         return draft, steps

@@ -22,10 +22,12 @@ from types import ModuleType
 from typing import Any
 
 from agents.engine import transcript
+from agents.engine.capabilities import JSON_OBJECT, JSON_SCHEMA, TOOLS
 from agents.engine.demo import DEMO_MODEL, DemoGateway
 from agents.engine.llm import (
     ContextLengthError,
     DeltaCallback,
+    FormUnsupportedError,
     Gateway,
     LLMError,
     LLMRequest,
@@ -42,14 +44,13 @@ __all__ = ["LiteLLMGateway", "RoutingGateway", "supports_tools"]
 # "api_key" or "num_retries" in an LLM's params can neither leak nor double the retries.
 _RESERVED_PARAMS = frozenset(
     {
-        "model", "messages", "api_key", "api_base", "base_url", "timeout", "stream",
+        "model", "messages", "api_key", "api_base", "base_url", "timeout", "connect_timeout",
+        "first_token_timeout", "stream",
         "stream_options", "tools", "tool_choice", "response_format", "stop", "num_retries",
         "max_retries", "mock_response", "metadata",
     }
 )  # fmt: skip
 _MAX_ERROR_CHARS = 1000
-_TOOLS_WORDS = ("tool", "function")
-_UNSUPPORTED_WORDS = ("not support", "unsupported", "doesn't support", "not enabled")
 
 
 def _litellm() -> ModuleType:
@@ -95,6 +96,9 @@ class LiteLLMGateway:
     No retries here (``num_retries=0``, ``max_retries=0``): ``LLMCaller`` owns retries, backoff
     and rate limits, so every gateway behaves alike. Cancellation is the caller's too: the
     ``CancelToken`` cancels the task awaiting ``complete``, which closes the HTTP request.
+
+    Timeouts (``LLMSpec``): connecting is httpx's, the first token and the whole call are timed
+    here on the loop's clock, each a ``RetryableLLMError`` saying which limit was passed.
     """
 
     def __init__(self) -> None:
@@ -111,10 +115,16 @@ class LiteLLMGateway:
         if request.stream:
             raw, saw_usage = await self._stream(litellm, kwargs, request, secret, on_delta)
         else:
+            limit = asyncio.timeout(llm.timeout)
             try:
-                raw = await litellm.acompletion(**kwargs)
+                async with limit:
+                    raw = await litellm.acompletion(**kwargs)
+            except TimeoutError:
+                if not limit.expired():
+                    raise
+                raise RetryableLLMError(f"no complete answer within {llm.timeout:g} s") from None
             except Exception as exc:  # noqa: BLE001 - every failure becomes an LLMError
-                raise _map_error(litellm, exc, secret) from None
+                raise _map_error(litellm, exc, secret, request) from None
             saw_usage = getattr(raw, "usage", None) is not None
         latency_ms = int((time.perf_counter() - started) * 1000)
         return self._response(litellm, raw, request, latency_ms, saw_usage)
@@ -139,7 +149,7 @@ class LiteLLMGateway:
         kwargs.update(
             model=llm.model,
             messages=request.messages,
-            timeout=llm.timeout,
+            timeout=_http_timeout(llm, streamed=request.stream),
             num_retries=0,
             max_retries=0,
         )
@@ -158,7 +168,9 @@ class LiteLLMGateway:
             if request.tool_choice is not None:
                 kwargs["tool_choice"] = request.tool_choice
         if request.response_schema is not None:
-            kwargs["response_format"] = response_format(request.response_schema, request.purpose)
+            kwargs["response_format"] = response_format(
+                request.response_schema, request.purpose, form=request.response_form
+            )
         if request.stop:
             kwargs["stop"] = request.stop
         if request.max_tokens is not None:
@@ -179,34 +191,50 @@ class LiteLLMGateway:
         secret: str | None,
         on_delta: DeltaCallback | None,
     ) -> tuple[Any, bool]:
-        try:
-            stream = await litellm.acompletion(**kwargs)
-        except Exception as exc:  # noqa: BLE001
-            raise _map_error(litellm, exc, secret) from None
+        llm = request.llm
+        # One limit on the loop's clock: the first token's until it comes, then the whole call's.
+        loop = asyncio.get_running_loop()
+        total_at = loop.time() + llm.timeout
+        limit = asyncio.timeout(min(llm.first_token_timeout, llm.timeout))
         chunks: list[Any] = []
-        saw_usage = False
-        iterator = stream.__aiter__()
+        saw_usage = first = False
         try:
-            while True:
-                # Only litellm's own failures are mapped; an error raised by ``on_delta`` (the
-                # event sink) is the caller's and must surface unchanged.
+            async with limit:
                 try:
-                    chunk = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
+                    stream = await litellm.acompletion(**kwargs)
                 except Exception as exc:  # noqa: BLE001
-                    raise _map_error(litellm, exc, secret) from None
-                chunks.append(chunk)
-                saw_usage = saw_usage or getattr(chunk, "usage", None) is not None
-                text = _delta_text(chunk)
-                if text and on_delta is not None:
-                    await on_delta(text)
-        finally:
-            # Release the connection now, also when cancelled mid-stream.
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):  # closing is best effort
-                    await aclose()
+                    raise _map_error(litellm, exc, secret, request) from None
+                iterator = stream.__aiter__()
+                try:
+                    while True:
+                        # Only litellm's own failures are mapped; an error raised by ``on_delta``
+                        # (the event sink) is the caller's and must surface unchanged.
+                        try:
+                            chunk = await iterator.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        except Exception as exc:  # noqa: BLE001
+                            raise _map_error(litellm, exc, secret, request) from None
+                        chunks.append(chunk)
+                        if not first and _has_token(chunk):
+                            first = True
+                            limit.reschedule(total_at)
+                        saw_usage = saw_usage or getattr(chunk, "usage", None) is not None
+                        if on_delta is not None and (text := _delta_text(chunk)):
+                            await on_delta(text)
+                finally:
+                    # Release the connection now, also when cancelled or timed out mid-stream:
+                    # a local server stops generating only when its connection closes.
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        with contextlib.suppress(Exception):  # closing is best effort
+                            await aclose()
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            if first or llm.timeout <= llm.first_token_timeout:
+                raise RetryableLLMError(f"no complete answer within {llm.timeout:g} s") from None
+            raise RetryableLLMError(f"no first token within {llm.first_token_timeout:g} s") from None
         if not chunks or _not_an_event_stream(stream, chunks):
             # litellm turns a non-SSE body into an empty answer; say what really happened.
             raise LLMError(f"{request.llm.model}: the provider's answer was not an event stream")
@@ -272,11 +300,16 @@ class RoutingGateway:
         return await lookup(llm) if lookup is not None else None
 
 
-def response_format(schema: Mapping[str, Any], purpose: str = "response") -> dict[str, Any]:
-    """OpenAI's ``json_schema`` response format for a bare JSON schema.
+def response_format(
+    schema: Mapping[str, Any], purpose: str = "response", *, form: str = JSON_SCHEMA
+) -> dict[str, Any]:
+    """OpenAI's ``json_schema`` response format for a bare JSON schema (``form="json_object"``:
+    JSON mode, which carries no schema; the prompt must describe it).
 
     A dict already shaped ``{"name": ..., "schema": {...}}`` is used as it is.
     """
+    if form == JSON_OBJECT:
+        return {"type": "json_object"}
     if isinstance(schema.get("schema"), Mapping):
         wrapped = dict(schema)
         wrapped.setdefault("name", purpose)
@@ -284,6 +317,31 @@ def response_format(schema: Mapping[str, Any], purpose: str = "response") -> dic
     # OpenAI accepts only [a-zA-Z0-9_-]{1,64} as the name.
     name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or purpose))[:64] or "response"
     return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema)}}
+
+
+def _http_timeout(llm: LLMSpec, *, streamed: bool) -> Any:
+    """httpx's limits for one call (litellm hands an ``httpx.Timeout`` to the provider's client):
+    ``connect_timeout`` to connect; each read waits up to the first-token limit when streamed (no
+    chunk for that long is a stall), or the whole call's limit for an answer that comes at once.
+    A second more on reads, so that the loop's timer, whose error names the limit, goes first."""
+    import httpx  # loaded with litellm already
+
+    read = (llm.first_token_timeout if streamed else llm.timeout) + 1.0
+    return httpx.Timeout(read, connect=llm.connect_timeout)
+
+
+def _has_token(chunk: Any) -> bool:
+    """Whether a streamed chunk carries some of the answer (text, reasoning, a tool call, its end)."""
+    for choice in getattr(chunk, "choices", None) or ():
+        if getattr(choice, "finish_reason", None):
+            return True
+        delta = getattr(choice, "delta", None)
+        if delta is not None and (
+            getattr(delta, "content", None) or getattr(delta, "tool_calls", None)
+            or getattr(delta, "reasoning_content", None)
+        ):
+            return True
+    return False
 
 
 def _delta_text(chunk: Any) -> str:
@@ -360,8 +418,18 @@ def scrub(text: str, secret: str | None) -> str:
     return transcript.scrub(text, (secret,) if secret else (), broad=True)
 
 
-def _map_error(litellm: ModuleType, exc: Exception, secret: str | None) -> LLMError:
-    """Turn whatever litellm raised into the engine's error taxonomy, key-free."""
+def _map_error(
+    litellm: ModuleType, exc: Exception, secret: str | None, request: LLMRequest | None = None
+) -> LLMError:
+    """Turn whatever litellm raised into the engine's error taxonomy, key-free.
+
+    Only what may go through on another try is retryable: 408, 409, 429, timeouts, dropped
+    connections and plain 5xx. A refused form of request (``_refused_form``) is a
+    ``FormUnsupportedError``, whatever its status: llama-cpp-python and llama-server answer 500
+    to a ``json_schema`` response format or to ``tools`` they cannot take. Any other 4xx, a
+    validation error a server sends as a 5xx, and a body that is not JSON fail at once: the same
+    request would fail alike.
+    """
     detail = str(exc) or type(exc).__name__
     message = scrub(detail, secret)
     if len(message) > _MAX_ERROR_CHARS:
@@ -369,15 +437,22 @@ def _map_error(litellm: ModuleType, exc: Exception, secret: str | None) -> LLMEr
     lowered = detail.lower()
     if isinstance(exc, litellm.ContextWindowExceededError):
         return ContextLengthError(message)
-    if isinstance(exc, litellm.BadRequestError) and (
-        any(w in lowered for w in _TOOLS_WORDS) and any(w in lowered for w in _UNSUPPORTED_WORDS)
-    ):
-        return ToolsUnsupportedError(message)
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    client_error = status is not None and 400 <= status < 500 and status not in (408, 409, 429)
+    if status not in (408, 409, 429):
+        form = _refused_form(lowered, request)
+        if form == TOOLS:
+            return ToolsUnsupportedError(message)
+        if form is not None:
+            return FormUnsupportedError(message, form=form)
     if _is_malformed_body(exc):
         # A body that is not JSON will not become JSON on a second try: fail for good.
         return LLMError(message)
-    if isinstance(exc, litellm.BadRequestError):  # 400s: retrying sends the same bad request
-        return LLMError(message)
+    if client_error or isinstance(exc, litellm.BadRequestError):
+        return LLMError(message)  # retrying sends the same bad request
+    if _VALIDATION_SHAPED.search(lowered):
+        return LLMError(message)  # a server's request validation, reported as a 5xx
     retryable_types = (
         litellm.RateLimitError,
         litellm.Timeout,
@@ -388,12 +463,52 @@ def _map_error(litellm: ModuleType, exc: Exception, secret: str | None) -> LLMEr
         TimeoutError,
         ConnectionError,
     )
-    status = getattr(exc, "status_code", None)
-    if isinstance(exc, retryable_types) or (
-        isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
-    ):
+    if isinstance(exc, retryable_types) or (status is not None and (status in (408, 409, 429) or status >= 500)):
         return RetryableLLMError(message, retry_after=_retry_after(exc))
     return LLMError(message)
+
+
+# A server's words for a request it will not take, read from the error (servers differ in status):
+# Ollama "<model> does not support tools" (400), llama-server "tools param requires --jinja flag"
+# and "Unsupported param: tool_choice" (500), vLLM '"auto" tool choice requires
+# --enable-auto-tool-choice' (400), llama-cpp-python's pydantic "Input should be 'text' or
+# 'json_object'" for a json_schema response format (500), LM Studio "'response_format.type' must
+# be 'json_schema' or 'text'" for json_object (400).
+_REFUSAL = re.compile(
+    r"not support|unsupported|doesn't support|does not accept|not enabled|not allowed|not available"
+    r"|requires --|--jinja|--enable-auto-tool-choice|input should be|must be|literal_error"
+    r"|unrecognized|not permitted|extra inputs"
+)
+_TOOLS_MENTION = re.compile(r"\btools?\b|tool_choice|tool choice|function[ _]call|\bfunctions\b")
+_FORMAT_MENTION = re.compile(r"response_format|response format|json_schema|json_object|json mode|structured output")
+_VALIDATION_SHAPED = re.compile(
+    r"validation error|literal_error|input should be|field required|extra_forbidden"
+    r"|extra inputs are not permitted|unsupported param|invalid request|invalid_request_error"
+    r"|\('body', "
+)
+# What an error allows, to tell which response format it refused: "should be 'text' or
+# 'json_object'" refuses json_schema; "must be 'json_schema' or 'text'" refuses json_object.
+_ALLOWED = re.compile(r"(?:should|must) be ([^.;\n]*)")
+
+
+def _refused_form(lowered: str, request: LLMRequest | None) -> str | None:
+    """The form of request (``capabilities.FORMS``) an error says the server refused, or None."""
+    if not _REFUSAL.search(lowered):
+        return None
+    sent_tools = request is None or bool(request.tools)
+    sent_format = None if request is None or request.response_schema is None else request.response_form
+    if _FORMAT_MENTION.search(lowered) and (request is None or sent_format is not None):
+        if sent_format is not None:
+            return sent_format
+        allowed = " ".join(_ALLOWED.findall(lowered))
+        if "json_schema" in lowered and "json_schema" not in allowed:
+            return JSON_SCHEMA
+        if "json_object" in lowered and "json_object" not in allowed:
+            return JSON_OBJECT
+        return JSON_SCHEMA if "json_schema" in lowered else None
+    if sent_tools and _TOOLS_MENTION.search(lowered):
+        return TOOLS
+    return None
 
 
 def _is_malformed_body(exc: BaseException) -> bool:

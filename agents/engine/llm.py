@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from agents.engine.specs import LLMSpec
 
@@ -39,7 +39,12 @@ class LLMRequest:
     tools: list[dict[str, Any]] | None = None  # OpenAI function-tool schemas
     tool_choice: str | dict[str, Any] | None = None
     response_schema: dict[str, Any] | None = None  # JSON schema for a structured answer
+    # How ``response_schema`` goes out: as a ``json_schema`` response format, or as ``json_object``
+    # (JSON mode: the schema is then only in the prompt), for servers that refuse the first.
+    response_form: Literal["json_schema", "json_object"] = "json_schema"
     stop: list[str] | None = None
+    # Whether the answer's deltas are shown as it comes (``llm.delta``). As sent by a gateway: a
+    # streamed request; ``LLMCaller`` streams every request to an LLM that can stream, either way.
     stream: bool = False
     # A cap on the answer's tokens: what a token budget has left (``LLMCaller``). The LLM's own
     # ``max_tokens`` param, when lower, still wins.
@@ -73,7 +78,14 @@ class PriceList(Protocol):
 
 
 class LLMError(Exception):
-    """A call failed for good. The message is safe to show: it never contains a key."""
+    """A call failed for good. The message is safe to show: it never contains a key.
+
+    ``retries_spent`` is set on what ``LLMCaller.call`` raises: that call was already tried as
+    often as its LLM allows (``max_retries``), or would fail alike again, so no layer above (an
+    agent's ``max_retry_limit``) tries it once more.
+    """
+
+    retries_spent: bool = False
 
 
 class RetryableLLMError(LLMError):

@@ -64,7 +64,12 @@ async def run_plan_execute(
     system, user = _persona_and_task(task_messages)
 
     await ctx.emit("agent_plan.started", {"attempt": 1})
-    plan_system = f"{system}\n\n{book.render('plan_execute_plan')}".strip()
+    # One format per prompt: the plan call asks for the JSON array only, so the persona goes
+    # without the ReAct format that the steps' system prompt explains.
+    persona = book.render(
+        "react_system_no_tools", role=agent.role, goal=agent.goal, backstory=agent.backstory
+    )
+    plan_system = f"{persona}\n\n{book.render('plan_execute_plan')}".strip()
     request = LLMRequest(
         llm=agent.llm,
         messages=[{"role": "system", "content": plan_system}, user],
@@ -171,6 +176,8 @@ async def _run_step(
             error = "the step ran out of time"
         elif outcome == "iteration_exhausted":
             error = f"the step used all {agent.max_iter} iterations without a final answer"
+        elif outcome == "failed":
+            error = result.error or "the step failed"
     await ctx.emit(
         "step.completed",
         {

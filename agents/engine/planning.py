@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,7 @@ from agents.engine.specs import (
     TaskSpec,
     ToolRef,
 )
+from agents.engine.structured import Shape, ask_structured
 from agents.engine.tools import default_registry
 
 # The plan's data and parsing live in plan_parsing; tests, bench/ and the other engines import
@@ -112,7 +114,6 @@ class PlanAndAct(Drafting, ApprovedPlan):
         self.scope = scope
         self.book: PromptBook = ctx.prompts if ctx.prompts is not None else PromptBook()
         self.plan_llm = config.llm or agent.llm
-        self.text_mode = not self.plan_llm.supports_tools
         self.steps: list[PlanStep] = []
         self.replans = 0
         self.tools: dict[str, ToolRef] = {t.name: t for t in agent.tools}
@@ -280,6 +281,8 @@ class PlanAndAct(Drafting, ApprovedPlan):
                     error = f"step timed out after {timeout:g}s" if timeout else "step timed out"
                 elif outcome == "iteration_exhausted":
                     error = f"step used all {limit} iterations without a final answer"
+                elif outcome == "failed":  # e.g. stuck on one reply: the loop says why
+                    error = result.error or "the step failed"
                 elif step.tool and step.tool not in result.tools_used:
                     outcome = "failed"
                     error = f"expected tool {step.tool!r} was not called for step {step.number}"
@@ -365,12 +368,11 @@ class PlanAndAct(Drafting, ApprovedPlan):
                 remaining_steps=steps_as_text(remaining, book) or book.render("none"),
             )
             request = LLMRequest(
-                llm=self.plan_llm,
-                messages=[{"role": "user", "content": prompt}],
-                purpose="observe",
-                response_schema=OBSERVATION_SCHEMA,
+                llm=self.plan_llm, messages=[{"role": "user", "content": prompt}], purpose="observe"
             )
-            response = await self.ctx.llm.call(request, step_id=step.id, scope=self.scope)
+            shape = Shape(name="step_review", schema=OBSERVATION_SCHEMA)
+            answer = await ask_structured(self.ctx.llm, request, shape, step_id=step.id, scope=self.scope)
+            response = answer.response
         except (LLMError, PromptError) as exc:
             # Upstream's policy, made visible: a failed review assumes the step went well.
             return Observation(
@@ -508,11 +510,16 @@ class PlanAndAct(Drafting, ApprovedPlan):
             llm=self.agent.llm,
             messages=[{"role": "user", "content": prompt}],
             purpose=purpose,
-            response_schema=self.task.output_json_schema,
             stream=self.agent.llm.stream,
         )
+        schema = self.task.output_json_schema
         try:
-            response: LLMResponse = await self.ctx.llm.call(request, scope=self.scope)
+            if schema is None:
+                response: LLMResponse = await self.ctx.llm.call(request, scope=self.scope)
+            else:  # the answer's form negotiated with the LLM, the schema in words where needed
+                text = self.book.render("json_answer", schema=json.dumps(schema, ensure_ascii=False))
+                shape = Shape(name=purpose, schema=schema, instructions=text)
+                response = (await ask_structured(self.ctx.llm, request, shape, scope=self.scope)).response
         except LLMError as exc:
             await self.warn(f"synthesis failed ({exc}): returning the step results as they are")
             return blocks

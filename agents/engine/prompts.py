@@ -115,6 +115,20 @@ DEFAULTS: dict[str, PromptDef] = {
             'Answer again with JSON only: {{"plans": [{{"task_number": 1, "steps": ["..."]}}]}}',
         ),
         PromptDef(
+            "crew_plan_cut_off",
+            "Crew planner: repair of an answer cut off at its length limit",
+            (),
+            "Your last answer was cut off at its length limit before the JSON was complete. "
+            "Answer again with JSON only and keep it shorter: fewer steps per task, each one "
+            'short. The shape: {{"plans": [{{"task_number": 1, "steps": ["..."]}}]}}',
+        ),
+        PromptDef(
+            "json_answer",
+            "Answer format: JSON for a schema (for models without a JSON schema mode)",
+            ("schema",),
+            "Answer with JSON only, one value that matches this JSON schema:\n{schema}",
+        ),
+        PromptDef(
             "crew_plan_task",
             "Crew planner: a task in the listing",
             ("number", "name", "description", "expected_output"),
@@ -349,9 +363,8 @@ DEFAULTS: dict[str, PromptDef] = {
             "react_system_no_tools",
             "ReAct: system without tools",
             _PERSONA,
-            "You are {role}. {backstory}\nYour personal goal is: {goal}\n\n"
-            "When you know the answer, reply in this format:\n"
-            "Thought: I now know the final answer\nFinal Answer: the complete final answer",
+            # No format: without tools the reply is the answer (issue #14).
+            "You are {role}. {backstory}\nYour personal goal is: {goal}",
         ),
         PromptDef(
             "react_user",

@@ -1,19 +1,18 @@
 """The ReAct executor: native tool calls or the Thought/Action/Observation text protocol.
 
 The conversation a task starts with and the text protocol's parsing are in ``react_text`` (their
-names are importable from here too); this module is the loop.
+names are importable from here too), running the tools in ``react_tools``, and what keeps the
+loop honest (turns, rejected replies, repeats) in ``react_turns``; this module is the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from agents.engine.calls import BudgetExceeded, BudgetScope
+from agents.engine.calls import BudgetScope
 from agents.engine.llm import (
     ContextLengthError,
     LLMError,
@@ -36,24 +35,28 @@ from agents.engine.react_text import (
     text_protocol_instructions,
     to_text_protocol,
 )
-from agents.engine.runtime import Cancelled, RunContext
+from agents.engine.react_tools import EVENT_TEXT_LIMIT, ToolTurns
+from agents.engine.react_turns import (
+    AnswerFormatError,
+    Repeats,
+    clip_reply,
+    repeated_reason,
+    reply_key,
+)
+from agents.engine.runtime import RunContext
 from agents.engine.specs import AgentSpec, ToolRef
-from agents.engine.tool_input import ToolInputError, match_tool_name, parse_tool_input
-from agents.engine.tools import Tool, ToolError
 
 __all__ = [  # the text side is importable from here too (tests, the other engines, bench/)
-    "EVENT_TEXT_LIMIT", "STOP_WORDS", "Action", "FinalAnswer", "FormatError", "ReactResult",
+    "EVENT_TEXT_LIMIT", "STOP_WORDS", "Action", "AnswerFormatError", "FinalAnswer", "FormatError",
+    "ReactResult",
     "build_task_messages", "cut_at_observation", "parse_react", "run_react_loop", "task_description",
     "text_protocol_instructions", "to_text_protocol",
 ]
 
-Outcome = Literal["completed", "iteration_exhausted", "timed_out"]
+Outcome = Literal["completed", "iteration_exhausted", "timed_out", "failed"]
 
 STOP_WORDS = ["\nObservation:"]
-TOOL_ATTEMPTS = 3  # a failing tool runs at most this many times per call (upstream's policy)
-MAX_PARALLEL_TOOLS = 8
 CONTEXT_FILL = 0.85  # share of the context window a summarising chunk may use
-EVENT_TEXT_LIMIT = 4000  # tool output kept in an event; the model still sees all of it
 
 
 @dataclass
@@ -63,28 +66,10 @@ class ReactResult:
     iterations: int  # LLM turns used
     tools_used: list[str]  # tool names actually executed, in order
     messages: list[Message]
-
+    error: str | None = None  # why a ``failed`` loop ended, in plain words
 
 
 # --- the loop -----------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Prepared:
-    """A tool call after name matching, argument parsing and validation."""
-
-    name: str
-    args: dict[str, Any] = field(default_factory=dict)
-    ref: ToolRef | None = None
-    tool: Tool | None = None
-    error: str | None = None  # the observation when the call cannot run
-    repeat: bool = False
-
-
-@dataclass(slots=True)
-class _Outcome:
-    observation: str
-    ends_turn: bool = False  # a successful ``result_as_answer`` tool: the output is the answer
 
 
 async def run_react_loop(
@@ -102,9 +87,14 @@ async def run_react_loop(
     """Run the conversation until a final answer, ``max_iter`` turns, or ``deadline``.
 
     ``messages`` (system + user) is copied, not changed. ``deadline`` is a ``ctx.clock``
-    reading checked before every LLM call. With ``force_final_answer`` the turn after
-    ``max_iter`` asks for the best answer without tools; without it the loop stops with
-    ``iteration_exhausted`` and the last text it has.
+    reading checked before every LLM call. An agent without tools gets no format: its first
+    non-empty reply is the answer. With ``force_final_answer`` the turn after ``max_iter`` asks
+    for the best answer without tools (``react.forced_answer`` says so); without it the loop
+    stops with ``iteration_exhausted`` and the last text it has.
+
+    The same reply ``REPEAT_LIMIT`` times in a row ends the loop early: ``failed`` with the reason,
+    or (with ``force_final_answer``) one forced answer, and ``AnswerFormatError`` if that is no
+    answer either.
     """
     run = _ReactRun(
         ctx,
@@ -120,7 +110,7 @@ async def run_react_loop(
     return await run.run()
 
 
-class _ReactRun:
+class _ReactRun(ToolTurns):
     def __init__(
         self,
         ctx: RunContext,
@@ -156,6 +146,10 @@ class _ReactRun:
         self.last_call: tuple[str, str] | None = None
         self.last_text = ""
         self.summary: Message | None = None
+        # No tools, no format: the reply is the answer (ours; upstream asks for "Final Answer:").
+        self.plain = not self.refs
+        self.repeats = Repeats()
+        self.announced = 0  # the last turn a react.turn event announced
         if self.refs and not self.native and not self._has_text_protocol():
             self._add_text_protocol_to_system()
 
@@ -163,18 +157,20 @@ class _ReactRun:
 
     async def run(self) -> ReactResult:
         while True:
+            if self.repeats.stuck:
+                return await self._stop_repeating()
             if self.iterations >= self.max_iter:
                 if not self.force_final_answer:
                     return self._result(self.last_text, "iteration_exhausted")
                 if self._past_deadline():
                     return self._result(self.last_text, "timed_out")
-                return await self._forced_final_answer()
+                return await self._forced_final_answer("max_turns")
             if self._past_deadline():
                 return self._result(self.last_text, "timed_out")
+            await self._announce_turn()
             try:
-                response = await self._call(
-                    self.messages, tools=self.schemas, stop=None if self.native else STOP_WORDS
-                )
+                stop = None if self.native or self.plain else STOP_WORDS
+                response = await self._call(self.messages, tools=self.schemas, stop=stop)
             except ToolsUnsupportedError:
                 if not self.native:
                     raise
@@ -193,14 +189,43 @@ class _ReactRun:
             if answer is not None:
                 return self._result(answer, "completed")
 
-    def _result(self, output: str, outcome: Outcome) -> ReactResult:
+    def _result(self, output: str, outcome: Outcome, *, error: str | None = None) -> ReactResult:
         return ReactResult(
             output=output,
             outcome=outcome,
             iterations=self.iterations,
             tools_used=self.tools_used,
             messages=self.messages,
+            error=error,
         )
+
+    async def _announce_turn(self) -> None:
+        """``react.turn``: the page's "turn N of M" (a turn retried after a downgrade is one)."""
+        self.ctx.cancel.raise_if_cancelled()  # a stopped run announces no turn it will not take
+        turn = self.iterations + 1
+        if self.plain or turn == self.announced:
+            return
+        self.announced = turn
+        await self._emit("react.turn", {"turn": turn, "max_turns": self.max_iter})
+
+    async def _stop_repeating(self) -> ReactResult:
+        """The model sent the same reply ``REPEAT_LIMIT`` times: more turns would not change it."""
+        reason = repeated_reason(self.repeats.count)
+        await self._emit(
+            "react.stuck",
+            {
+                "turn": self.iterations,
+                "max_turns": self.max_iter,
+                "repeats": self.repeats.count,
+                "reason": reason,
+                **clip_reply(self.repeats.reply),
+            },
+        )
+        if not self.force_final_answer:
+            return self._result(self.last_text, "failed", error=reason)
+        if self._past_deadline():
+            return self._result(self.last_text, "timed_out")
+        return await self._forced_final_answer("repeated", failure=reason)
 
     def _past_deadline(self) -> bool:
         return self.deadline is not None and self.ctx.clock.monotonic() >= self.deadline
@@ -228,18 +253,22 @@ class _ReactRun:
         )
         return response
 
-    async def _forced_final_answer(self) -> ReactResult:
-        """One call without tools; its text is the answer whatever its format."""
+    async def _forced_final_answer(
+        self, reason: Literal["max_turns", "repeated"], *, failure: str = ""
+    ) -> ReactResult:
+        """One call without tools; its text is the answer whatever its format, except that after
+        a loop that repeated itself another tool call is no answer (``AnswerFormatError``)."""
         forced: Message = {"role": "user", "content": self.prompts.render("forced_final_answer")}
+        stop = None if self.plain else STOP_WORDS
         try:
             # Native tool messages are flattened: a request without tools may not carry them.
             response = await self._call(
-                [*to_text_protocol(self.messages), forced], tools=None, stop=STOP_WORDS
+                [*to_text_protocol(self.messages), forced], tools=None, stop=stop
             )
         except ContextLengthError as exc:
             if not await self._shrink_context(exc):
                 return self._result(self.last_text, "timed_out")
-            response = await self._call([*self.messages, forced], tools=None, stop=STOP_WORDS)
+            response = await self._call([*self.messages, forced], tools=None, stop=stop)
         self.messages.append(forced)
         self.iterations += 1
         text = cut_at_observation(response.content or "").strip()
@@ -247,15 +276,32 @@ class _ReactRun:
         answer = parsed.answer if isinstance(parsed, FinalAnswer) else text
         if text:
             self.messages.append({"role": "assistant", "content": text})
-        if not answer:
+        if reason == "repeated":
+            if not answer or isinstance(parsed, Action):
+                await self._reject(text, failure)
+                raise AnswerFormatError(failure)
+        elif not answer:
             answer = self.last_text
         if not answer:
             raise LLMError("the model returned no final answer")
+        await self._emit(
+            "react.forced_answer",
+            {"reason": reason, "turn": self.iterations, "max_turns": self.max_iter},
+        )
         return self._result(answer, "completed")
+
+    async def _reject(self, text: str, error: str) -> None:
+        """``react.format_error``: a reply that was neither an answer nor a usable action."""
+        await self._emit(
+            "react.format_error",
+            {"turn": self.iterations, "max_turns": self.max_iter, "error": error, **clip_reply(text)},
+        )
 
     # -- handling replies --------------------------------------------------------------------
 
     async def _handle_text(self, content: str) -> str | None:
+        if self.plain:
+            return await self._handle_plain(content.strip())
         text = cut_at_observation(content).strip()
         parsed = parse_react(text)
         if isinstance(parsed, FinalAnswer):
@@ -266,15 +312,18 @@ class _ReactRun:
             self.messages.append({"role": "assistant", "content": text})
             return text
         if isinstance(parsed, Action):
+            self.repeats.see(reply_key(text, action=(parsed.tool, parsed.tool_input)), text)
             self.messages.append({"role": "assistant", "content": text})
             prepared = self._prepare(parsed.tool, parsed.tool_input)
             outcome = await self._execute(prepared)
             self.messages.append({"role": "user", "content": f"Observation: {outcome.observation}"})
             return outcome.observation if outcome.ends_turn else None
+        self.repeats.see(reply_key(text), text)
         if text:
             self.messages.append({"role": "assistant", "content": text})
             self.last_text = text
         error = self.prompts.render(parsed.key if text else "format_error_empty")
+        await self._reject(text, error)
         self.messages.append(
             {
                 "role": "user",
@@ -285,11 +334,27 @@ class _ReactRun:
         )
         return None
 
+    async def _handle_plain(self, text: str) -> str | None:
+        """No tools: the reply is the answer ("Final Answer:" dropped if the model wrote it)."""
+        parsed = parse_react(text)
+        answer = parsed.answer if isinstance(parsed, FinalAnswer) and parsed.answer else text
+        if answer:
+            self.messages.append({"role": "assistant", "content": text})
+            return answer
+        self.repeats.see(reply_key(text), text)
+        error = self.prompts.render("format_error_empty")
+        await self._reject(text, error)
+        self.messages.append({"role": "user", "content": error})
+        return None
+
     async def _handle_native_calls(self, response: LLMResponse) -> str | None:
         calls = [
             ToolCall(id=c.id or f"call_{self.iterations}_{i}", name=c.name, arguments=c.arguments)
             for i, c in enumerate(response.tool_calls)
         ]
+        made = [(c.name, c.arguments) for c in calls]
+        shown = "\n".join(f"{c.name}({c.arguments})" for c in calls)
+        self.repeats.see(reply_key("", calls=made), shown)
         self.messages.append(
             {
                 "role": "assistant",
@@ -311,172 +376,6 @@ class _ReactRun:
             not_run = self.prompts.render("tool_not_run")
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": not_run})
         return answer
-
-    async def _execute_batch(self, prepared: list[_Prepared]) -> list[_Outcome]:
-        """In parallel unless a call ends the turn or has a usage cap; results in call order."""
-        sequential = len(prepared) == 1 or any(
-            p.ref is not None and (p.ref.result_as_answer or p.ref.max_usage is not None)
-            for p in prepared
-        )
-        if sequential:
-            outcomes: list[_Outcome] = []
-            for p in prepared:
-                outcome = await self._execute(p)
-                outcomes.append(outcome)
-                if outcome.ends_turn:
-                    break
-            return outcomes
-        limit = asyncio.Semaphore(MAX_PARALLEL_TOOLS)
-
-        async def run_one(p: _Prepared) -> _Outcome:
-            async with limit:
-                return await self._execute(p)
-
-        tasks = [asyncio.ensure_future(run_one(p)) for p in prepared]
-        try:
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-
-    # -- tools -------------------------------------------------------------------------------
-
-    def _prepare(self, raw_name: str, raw_args: str | dict[str, Any] | None) -> _Prepared:
-        name = match_tool_name(raw_name, self.tool_names) if self.tool_names else None
-        if name is None:
-            available = ", ".join(self.tool_names) or self.prompts.render("nothing")
-            if raw_name.strip():
-                error = self.prompts.render("tool_unknown", name=raw_name, tools=available)
-            else:
-                error = self.prompts.render("tool_unnamed", tools=available)
-            return _Prepared(name=raw_name, error=error)
-        ref, tool = self.refs[name], self.registry.get(name)
-        assert tool is not None  # refs only holds names the registry has
-        try:
-            args = self._parse_args(tool, raw_args)
-            args = tool.validate(args)
-        except ToolInputError as exc:
-            schema = json.dumps(tool.args_schema)
-            return _Prepared(
-                name=name,
-                ref=ref,
-                tool=tool,
-                error=self.prompts.render("tool_invalid_args", name=name, error=exc, schema=schema),
-            )
-        key = (name, json.dumps(args, sort_keys=True, default=str))
-        repeat = key == self.last_call
-        self.last_call = key
-        return _Prepared(name=name, args=args, ref=ref, tool=tool, repeat=repeat)
-
-    @staticmethod
-    def _parse_args(tool: Tool, raw: str | dict[str, Any] | None) -> dict[str, Any]:
-        try:
-            return parse_tool_input(raw)
-        except ToolInputError:
-            # "Action Input: 2 + 2" for a tool with one argument: the text is that argument.
-            props = list(tool.properties)
-            if isinstance(raw, str) and len(props) == 1 and not raw.lstrip().startswith("{"):
-                return {props[0]: raw.strip().strip("\"'")}
-            raise
-
-    async def _emit(self, type_: str, data: dict[str, Any]) -> None:
-        await self.ctx.emit(type_, data, step_id=self.step_id)
-
-    async def _execute(self, p: _Prepared) -> _Outcome:
-        if p.error is not None:
-            await self._emit("tool.failed", {"name": p.name, "error": p.error})
-            return self._observe(p.error)
-        if p.repeat:
-            return self._observe(self.prompts.render("tool_repeated", name=p.name))
-        assert p.ref is not None and p.tool is not None
-        ref, tool = p.ref, p.tool
-        if ref.max_usage is not None and self.usage_counts.get(p.name, 0) >= ref.max_usage:
-            error = self.prompts.render("tool_usage_limit", name=p.name, max_usage=ref.max_usage)
-            await self._emit("tool.failed", {"name": p.name, "error": error})
-            return self._observe(error)
-        if ref.needs_approval:
-            denial = await self._ask_approval(p.name, p.args)
-            if denial is not None:
-                return self._observe(denial)
-        if ref.max_usage is not None:
-            self.usage_counts[p.name] = self.usage_counts.get(p.name, 0) + 1
-        # A call a person approves may have side effects: it is never served from the cache.
-        cacheable = self.agent.cache_tools and tool.cacheable and not ref.needs_approval
-        cache_key = (p.name, json.dumps(p.args, sort_keys=True, default=str))
-        if cacheable and cache_key in self.ctx.tool_cache:
-            self.ctx.cancel.raise_if_cancelled()
-            output = self.ctx.tool_cache[cache_key]
-            self.tools_used.append(p.name)
-            await self._emit("tool.started", {"name": p.name, "args": _clip_args(p.args)})
-            await self._emit(
-                "tool.completed",
-                {"name": p.name, "output": _clip(output), "from_cache": True},
-            )
-            return self._observe(output, ends_turn=ref.result_as_answer)
-        await self.ctx.llm.count_tool_call(self.scope)
-        self.tools_used.append(p.name)
-        await self._emit("tool.started", {"name": p.name, "args": _clip_args(p.args)})
-        error, attempts = "", 0
-        for attempts in range(1, TOOL_ATTEMPTS + 1):  # noqa: B007 - reported after the loop
-            self.ctx.cancel.raise_if_cancelled()
-            try:
-                output = await self.ctx.cancel.race(tool.invoke(p.args))
-            except (Cancelled, BudgetExceeded):
-                raise
-            except ToolError as exc:
-                error = str(exc)
-                if not exc.retryable:
-                    break
-            except Exception as exc:  # noqa: BLE001 - a tool's bug must not end the run
-                error = f"{type(exc).__name__}: {exc}"
-                # An error that says it is final (a delegated agent that already used its own
-                # retries, say) is not worth running the tool again.
-                if getattr(exc, "retryable", True) is False:
-                    break
-            else:
-                if cacheable:
-                    self.ctx.tool_cache[cache_key] = output
-                await self._emit(
-                    "tool.completed",
-                    {"name": p.name, "output": _clip(output), "from_cache": False},
-                )
-                return self._observe(output, ends_turn=ref.result_as_answer)
-        await self._emit("tool.failed", {"name": p.name, "error": error, "attempts": attempts})
-        if attempts > 1:
-            return self._observe(
-                self.prompts.render(
-                    "tool_failed_retried", name=p.name, attempts=attempts, error=error
-                )
-            )
-        return self._observe(self.prompts.render("tool_failed", name=p.name, error=error))
-
-    def _observe(self, observation: str, *, ends_turn: bool = False) -> _Outcome:
-        if not observation.strip():
-            observation = self.prompts.render("tool_no_output")
-        self.last_text = observation
-        return _Outcome(observation=observation, ends_turn=ends_turn)
-
-    async def _ask_approval(self, name: str, args: dict[str, Any]) -> str | None:
-        """Wait for a person; ``None`` when approved, else the observation for the agent."""
-        self.ctx.cancel.raise_if_cancelled()
-        approval_id = uuid.uuid4().hex
-        await self._emit(
-            "approval.requested", {"approval_id": approval_id, "tool": name, "args": args}
-        )
-        decision = await self.ctx.cancel.race(
-            self.ctx.human.request_approval(approval_id=approval_id, tool=name, args=args)
-        )
-        await self._emit(
-            "approval.resolved",
-            {"approval_id": approval_id, "approve": decision.approve, "note": decision.note},
-        )
-        if decision.approve:
-            return None
-        if decision.note:
-            return self.prompts.render("tool_denied_note", name=name, note=decision.note)
-        return self.prompts.render("tool_denied", name=name)
 
     # -- text protocol and context window ----------------------------------------------------
 
@@ -579,16 +478,3 @@ def _strip_summary_tags(text: str) -> str:
     text = text.strip()
     match = re.search(r"<summary>(.*?)</summary>", text, re.DOTALL)
     return match.group(1).strip() if match else text
-
-
-def _clip_args(args: dict[str, Any]) -> dict[str, Any]:
-    """Arguments for an event: long strings shortened (a person approving sees them whole)."""
-    if all(not isinstance(v, str) or len(v) <= EVENT_TEXT_LIMIT for v in args.values()):
-        return args
-    return {k: _clip(v) if isinstance(v, str) else v for k, v in args.items()}
-
-
-def _clip(text: str) -> str:
-    if len(text) <= EVENT_TEXT_LIMIT:
-        return text
-    return text[:EVENT_TEXT_LIMIT] + f"… [{len(text) - EVENT_TEXT_LIMIT} more characters]"

@@ -24,7 +24,11 @@ class LLMSpec(_Spec):
     api_base: str | None = None
     api_key: SecretStr | None = None
     params: dict[str, Any] = Field(default_factory=dict)  # temperature, max_tokens, ...
-    timeout: float = 60.0
+    # Seconds: to open the connection, to the answer's first token, and for the whole call
+    # (a streamed answer's between-chunk stalls count against the first-token limit too).
+    connect_timeout: float = Field(default=10.0, gt=0)
+    first_token_timeout: float = Field(default=60.0, gt=0)
+    timeout: float = Field(default=600.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
     context_window: int = Field(default=128_000, ge=256)
     supports_tools: bool = True

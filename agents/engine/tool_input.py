@@ -1,16 +1,18 @@
 """What a model wrote for a tool, read tolerantly: its name matched (exact, then ignoring case and
-spacing, then the closest), and its arguments parsed into a dict (JSON first, then a repair of
-fences, prose, quotes, trailing commas and mixed JSON/Python keywords). The catalogue is ``tools``.
+spacing, then the closest), and its arguments parsed into a dict (JSON first, then ``json_repair``
+for fences, prose, quotes, trailing commas, Python's words, broken strings and cut-off objects).
+The catalogue is ``tools``.
 """
 
 from __future__ import annotations
 
-import ast
 import difflib
 import json
 import re
 from collections.abc import Sequence
 from typing import Any
+
+import json_repair
 
 ToolArgs = dict[str, Any]
 
@@ -46,17 +48,14 @@ def match_tool_name(name: str, candidates: Sequence[str], *, cutoff: float = 0.8
 
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
-_TRAILING_COMMA = re.compile(r",\s*([}\]])")
-# A string literal (kept as is) or a bare JSON keyword (turned into its Python spelling).
-_JSON_WORDS = re.compile(r"\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|\b(true|false|null)\b")
-_PY_WORDS = {"true": "True", "false": "False", "null": "None"}
 
 
 def parse_tool_input(raw: str | ToolArgs | None) -> ToolArgs:
-    """Arguments as a dict: JSON first, then a lenient repair; raise ``ToolInputError`` if neither.
+    """Arguments as a dict: JSON first, then ``json_repair``; raise ``ToolInputError`` if neither.
 
     The repair accepts what models commonly produce: code fences, prose around the object,
-    single quotes, trailing commas, Python's ``True``/``None`` and JSON's ``true``/``null`` mixed.
+    single quotes, trailing commas, Python's ``True``/``None`` and JSON's ``true``/``null`` mixed,
+    unescaped newlines in strings, missing quotes or brackets, an object cut off at the end.
     """
     if raw is None:
         return {}
@@ -81,20 +80,17 @@ def parse_tool_input(raw: str | ToolArgs | None) -> ToolArgs:
 
 
 def _repair(text: str) -> Any:
-    start, end = text.find("{"), text.rfind("}")
-    if start != -1 and end > start:
-        text = text[start : end + 1]
-    candidates = [_TRAILING_COMMA.sub(r"\1", text)]
-    candidates.append(
-        _JSON_WORDS.sub(lambda m: _PY_WORDS[m.group(1)] if m.group(1) else m.group(0), text)
-    )
-    for candidate in candidates:
+    """The first object ``json_repair`` can mend from an opening brace on (prose before it
+    skipped); a bare string or number is no object."""
+    start = text.find("{")
+    if start != -1:
         try:
-            return json.loads(candidate)
-        except ValueError:
-            pass
-        try:
-            return ast.literal_eval(candidate)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
+            value = json_repair.repair_json(text[start:], return_objects=True, skip_json_loads=True)
+        except (ValueError, RecursionError):
+            value = None
+        # Several objects in a row come back as a list of them: the first one is the input.
+        if isinstance(value, list):
+            value = next((v for v in value if isinstance(v, dict)), None)
+        if isinstance(value, dict) and value:
+            return value
     raise ToolInputError("the input is not valid JSON (and could not be repaired)")

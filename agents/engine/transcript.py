@@ -50,6 +50,8 @@ def call_record(request: LLMRequest, response: LLMResponse | None = None, *, err
     response_format = ""
     if schema is not None:
         response_format = str(schema.get("name") or schema.get("title") or request.purpose)
+        if request.response_form == "json_object":
+            response_format += " (json_object)"  # JSON mode: the schema went in the prompt
     reply = None
     if response is not None:
         reply = {

@@ -21,6 +21,10 @@ Replies (each also takes ``delay=``, ``chunk_delay=``, ``status=``, ``headers=``
 - ``Reply.tool_call(name, args, call_id=, fragments=[...])``, ``Reply.tool_calls(FakeToolCall...)``;
 - ``Reply.error(status, message, retry_after=)``, ``Reply.context_length_exceeded()``;
 - ``Reply.malformed(body)``: a 200 whose body is not JSON;
+- ``Reply.endless(piece)``: a model that keeps generating until its connection closes: streamed,
+  ``piece`` every ``chunk_delay`` (50 ms) forever; unstreamed, no answer at all (like
+  llama-cpp-python, which cannot abort an unstreamed request). ``server.disconnects`` records
+  when it saw a stream's connection closed;
 - ``reply.after(seconds)``: the same reply, held back (to trigger a client timeout).
 
 A reply describes one assistant message; whether it goes out as one JSON body or as a
@@ -29,8 +33,13 @@ non-streaming callers alike (``chunks`` / ``fragments`` split text and tool-call
 streamed; ``chunk_delay`` spaces the events). Usage is always on JSON bodies, and on streams when
 the client asks with ``stream_options.include_usage``.
 
+Other paths answer 404 unless ``server.pages`` has a JSON body for them (a local server's
+settings: llama.cpp ``/props``, vLLM ``/v1/models``, ...).
+
 Inspecting: ``server.requests`` (``RecordedRequest``: headers, raw bytes, parsed ``body``,
-``messages``, ``authorization``), ``server.request_count``, ``server.pending``. A request with no
+``messages``, ``authorization``), ``server.request_count``, ``server.pending``,
+``server.disconnects`` (``time.monotonic()`` of each closed endless stream;
+``server.wait_disconnect(timeout)`` waits for the first). A request with no
 scripted reply left gets ``server.default`` (a ``Reply``, or a function of the ``RecordedRequest``
 returning one); with no default it gets a 400 error (not retryable) and is also kept in
 ``server.unexpected``.
@@ -134,6 +143,7 @@ class Reply:
     prompt_tokens: int | None = None  # default: request characters / 4
     completion_tokens: int | None = None  # default: answer characters / 4
     include_usage: bool | None = None  # None: JSON always, streams when the client asks
+    forever: bool = False  # ``Reply.endless``: keep generating ``content`` until the client leaves
 
     @classmethod
     def text(cls, content: str, *, chunks: list[str] | None = None, **kw: Any) -> Reply:
@@ -209,6 +219,13 @@ class Reply:
         """A 200 whose body is not valid JSON (a broken proxy, a truncated response)."""
         return cls(raw=body, **kw)
 
+    @classmethod
+    def endless(cls, piece: str = "more ", *, chunk_delay: float = 0.05, **kw: Any) -> Reply:
+        """A model that never stops: streamed, ``piece`` every ``chunk_delay`` until the client
+        closes the connection (recorded in ``server.disconnects``); unstreamed, it generates
+        until the server closes, answering nothing."""
+        return cls(content=piece, chunk_delay=chunk_delay, forever=True, **kw)
+
     def after(self, seconds: float) -> Reply:
         """The same reply, sent only after ``seconds`` (use it to trigger a client timeout)."""
         return replace(self, delay=seconds)
@@ -240,6 +257,11 @@ class FakeLLMServer:
         self.requests: list[RecordedRequest] = []
         self.unexpected: list[RecordedRequest] = []
         self.default: ReplySource | None = None
+        self.disconnects: list[float] = []
+        self._disconnected = threading.Event()
+        # JSON answers to other paths (GET or POST), as local servers publish their settings:
+        # ``server.pages["/props"] = {"default_generation_settings": {"n_ctx": 8192}}``.
+        self.pages: dict[str, Any] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -309,6 +331,13 @@ class FakeLLMServer:
         with self._lock:
             return len(self.requests)
 
+    def wait_disconnect(self, timeout: float) -> float | None:
+        """The ``time.monotonic()`` an endless stream's connection was first seen closed, waiting up
+        to ``timeout`` seconds for it; None if none closed by then."""
+        self._disconnected.wait(timeout)
+        with self._lock:
+            return self.disconnects[0] if self.disconnects else None
+
     def bodies(self) -> list[Any]:
         """The parsed JSON bodies of every request so far, in order."""
         with self._lock:
@@ -333,6 +362,11 @@ class FakeLLMServer:
         else:
             reply = source(request) if callable(source) else source
         return reply, number
+
+    def _saw_disconnect(self) -> None:
+        with self._lock:
+            self.disconnects.append(time.monotonic())
+        self._disconnected.set()
 
     def _wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; False when the server is closing meanwhile."""
@@ -461,9 +495,17 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             return  # keep test output clean
 
         def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            page = server.pages.get(self.path.split("?")[0])
+            if page is not None:
+                self._send_json(200, page)
+                return
             self._send_json(404, {"error": {"message": "not found", "type": "not_found"}})
 
         def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            if self.path.split("?")[0] in server.pages:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._send_json(200, server.pages[self.path.split("?")[0]])
+                return
             if self.path.split("?")[0] not in CHAT_PATHS:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
@@ -497,6 +539,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send(reply.status, reply.raw, "application/json", extra)
             elif reply.error_body is not None:
                 self._send_json(reply.status, {"error": reply.error_body}, extra)
+            elif reply.forever:
+                self._send_endless(reply, request, n, extra)
             elif request.stream:
                 self._send_stream(reply, request, n, extra)
             else:
@@ -535,6 +579,35 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     return
                 self._write_chunk(event.encode())
             self._write_chunk(b"")
+
+        def _send_endless(
+            self, reply: Reply, request: RecordedRequest, n: int, extra: Sequence[tuple[str, str]]
+        ) -> None:
+            if not request.stream:
+                server._closing.wait()  # generating, deaf to the client, until shutdown
+                self.close_connection = True
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            for name, value in extra:
+                self.send_header(name, value)
+            self.end_headers()
+            event = {
+                "id": f"chatcmpl-fake{n}",
+                "object": "chat.completion.chunk",
+                "created": 1_700_000_000,
+                "model": request.model or "fake",
+                "choices": [{"index": 0, "delta": {"content": reply.content}, "finish_reason": None}],
+            }
+            data = f"data: {json.dumps(event)}\n\n".encode()
+            self.close_connection = True
+            try:
+                while server._wait(reply.chunk_delay):
+                    self._write_chunk(data)
+            except OSError:  # the client closed the connection: the generation stops here
+                server._saw_disconnect()
 
         def _write_chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -146,5 +146,6 @@ def make_ctx(
 
 
 def non_llm_types(sink: RecordingSink) -> list[str]:
-    """Event types without the ``llm.*`` noise, for asserting what the agent itself did."""
-    return [t for t in sink.types if not t.startswith("llm.")]
+    """Event types without the ``llm.*`` noise and the loop's turn counter (``react.turn``), for
+    asserting what the agent itself did."""
+    return [t for t in sink.types if not t.startswith("llm.") and t != "react.turn"]

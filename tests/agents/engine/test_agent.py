@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -14,17 +15,19 @@ from agents.engine.llm import (
     LLMError,
     LLMRequest,
     LLMResponse,
+    RetryableLLMError,
     ScriptedGateway,
     tool_call_response,
 )
 from agents.engine.prompts import PromptBook
-from agents.engine.runtime import Cancelled
-from agents.engine.specs import Budget
+from agents.engine.runtime import ApprovalDecision, Cancelled
+from agents.engine.specs import Budget, ToolRef
 from agents.engine.tools import Tool, ToolRegistry
 from tests.agents.engine.helpers import (
     ScriptedHuman,
     make_agent,
     make_ctx,
+    make_llm,
     make_task,
     non_llm_types,
 )
@@ -61,29 +64,48 @@ async def test_agent_budget_is_enforced_against_the_agents_own_usage() -> None:
 # --- retries ------------------------------------------------------------------------------------
 
 
-async def test_llm_errors_are_retried_up_to_max_retry_limit() -> None:
-    ctx, gateway, _, _ = make_ctx(
-        [LLMError("provider said no"), LLMError("again"), "Final Answer: ok"]
-    )
-    result = await run_agent(ctx, make_agent(max_retry_limit=2), make_task())
+# With one turn, an empty reply and an empty forced answer leave the pass without an answer.
+NO_ANSWER = ["", ""]
+
+
+async def test_a_pass_without_an_answer_is_retried_up_to_max_retry_limit() -> None:
+    ctx, gateway, _, _ = make_ctx([*NO_ANSWER, *NO_ANSWER, "", "Final Answer: ok"])
+    result = await run_agent(ctx, make_agent("calculator", max_iter=1, max_retry_limit=2), make_task())
     assert result.output == "ok"
-    assert gateway.calls == 3
+    assert gateway.calls == 6
 
 
 async def test_the_agent_fails_clearly_once_retries_are_spent() -> None:
-    ctx, gateway, sink, _ = make_ctx([LLMError("provider said no")] * 2)
+    ctx, gateway, _, _ = make_ctx(NO_ANSWER * 2)
     with pytest.raises(AgentError) as info:
-        await run_agent(ctx, make_agent(max_retry_limit=1), make_task())
-    assert str(info.value) == "Agent 'Researcher' failed after 2 attempts: provider said no"
+        await run_agent(ctx, make_agent("calculator", max_iter=1, max_retry_limit=1), make_task())
+    assert str(info.value) == "Agent 'Researcher' failed after 2 attempts: the model returned no final answer"
     assert isinstance(info.value.__cause__, LLMError)
-    assert gateway.calls == 2
-    assert sink.types == ["llm.started", "llm.failed"] * 2
+    assert gateway.calls == 4
 
 
 async def test_max_retry_limit_zero_means_one_attempt() -> None:
-    ctx, gateway, _, _ = make_ctx([LLMError("nope")])
-    with pytest.raises(AgentError, match="^Agent 'Researcher' failed: nope$"):
-        await run_agent(ctx, make_agent(max_retry_limit=0), make_task())
+    ctx, gateway, _, _ = make_ctx(NO_ANSWER)
+    with pytest.raises(AgentError, match="^Agent 'Researcher' failed: the model returned no final answer$"):
+        await run_agent(ctx, make_agent("calculator", max_iter=1, max_retry_limit=0), make_task())
+    assert gateway.calls == 2
+
+
+async def test_a_failed_llm_call_is_retried_by_its_llm_only_not_again_by_the_agent() -> None:
+    ctx, gateway, sink, _ = make_ctx(default=RetryableLLMError("server busy"))
+    agent = make_agent(llm=make_llm(max_retries=3), max_retry_limit=2)
+    with pytest.raises(AgentError) as info:
+        await run_agent(ctx, agent, make_task())
+    assert str(info.value) == "Agent 'Researcher' failed: server busy"
+    assert gateway.calls == 4  # 1 + max_retries, not (1 + max_retries) x (1 + max_retry_limit)
+    assert sink.types == ["llm.started", "llm.failed"] * 4
+
+
+async def test_a_call_that_would_fail_alike_again_is_made_once() -> None:
+    ctx, gateway, _, _ = make_ctx(default=LLMError("provider said no"))
+    agent = make_agent(llm=make_llm(max_retries=3), max_retry_limit=2)
+    with pytest.raises(AgentError, match="^Agent 'Researcher' failed: provider said no$"):
+        await run_agent(ctx, agent, make_task())
     assert gateway.calls == 1
 
 
@@ -226,6 +248,45 @@ async def test_waiting_for_feedback_does_not_use_up_the_execution_time() -> None
     result = await run_agent(ctx, agent, make_task(human_input=True))
     assert result.output == "v2"
     assert gateway.calls == 2
+
+
+async def test_waiting_for_a_tool_approval_does_not_use_up_the_execution_time() -> None:
+    ctx, gateway, _, clock = make_ctx(
+        [tool_call_response("calculator", {"expression": "40+2"}), "Final Answer: 42"]
+    )
+
+    class SlowApprover(ScriptedHuman):
+        async def request_approval(self, **kw: Any) -> ApprovalDecision:
+            clock.advance(3600)  # an hour to approve
+            await asyncio.sleep(0.3)  # and longer than the whole limit on the loop's clock too
+            return await super().request_approval(**kw)
+
+    ctx.human = human = SlowApprover()
+    agent = make_agent(ToolRef(name="calculator", needs_approval=True), max_execution_time=0.2)
+    result = await asyncio.wait_for(run_agent(ctx, agent, make_task()), 5)
+    assert result.output == "42"
+    assert len(human.approval_requests) == 1
+    assert gateway.calls == 2
+
+
+async def test_the_agents_own_time_still_counts_after_an_approval() -> None:
+    ctx, gateway, _, clock = make_ctx()
+
+    def slow(request: LLMRequest) -> LLMResponse:
+        clock.advance(20)
+        return tool_call_response("calculator", {"expression": "1+1"})
+
+    class SlowApprover(ScriptedHuman):
+        async def request_approval(self, **kw: Any) -> ApprovalDecision:
+            clock.advance(3600)
+            return await super().request_approval(**kw)
+
+    gateway.script = [slow, slow, "Final Answer: too late"]
+    ctx.human = SlowApprover()
+    agent = make_agent(ToolRef(name="calculator", needs_approval=True), max_execution_time=30)
+    with pytest.raises(AgentError, match="exceeded its maximum execution time of 30 seconds"):
+        await run_agent(ctx, agent, make_task())
+    assert gateway.calls == 2  # 20 s + 20 s of its own: no third call
 
 
 async def test_cancel_while_waiting_for_feedback_stops_the_agent() -> None:

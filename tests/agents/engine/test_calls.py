@@ -11,7 +11,7 @@ import pytest
 from agents.engine.calls import (
     DEFAULT_MAX_COMPLETION_TOKENS,
     MIN_ANSWER_TOKENS,
-    UNSTREAMED_TIMEOUT_SECONDS,
+    PURPOSE_MAX_COMPLETION_TOKENS,
     BudgetExceeded,
     BudgetScope,
     LLMCaller,
@@ -20,6 +20,7 @@ from agents.engine.calls import (
 )
 from agents.engine.events import RecordingSink
 from agents.engine.llm import (
+    FormUnsupportedError,
     LLMError,
     LLMRequest,
     LLMResponse,
@@ -217,9 +218,9 @@ async def test_under_a_cost_budget_the_call_is_sent_capped_at_the_answer_length_
     llm = make_llm(input_price_per_1k=0.0, output_price_per_1k=1.0, params=params)
     gateway = ScriptedGateway(default="ok")
     await caller_for(gateway, budget=Budget(max_cost_usd=1000.0)).call(ask(llm))
-    await caller_for(gateway).call(ask(llm))  # no budget: no cap of ours
+    await caller_for(gateway).call(ask(llm))  # no budget: the same cap, the purpose's default
 
-    assert [r.max_tokens for r in gateway.requests] == [sent, None]
+    assert [r.max_tokens for r in gateway.requests] == [sent, sent]
 
 
 class PricedGateway(ScriptedGateway):
@@ -387,10 +388,19 @@ async def test_a_prompt_that_leaves_too_little_for_an_answer_stops_the_run_befor
     assert gateway.requests[-1].max_tokens == MIN_ANSWER_TOKENS == 16
 
 
-async def test_without_a_token_budget_the_answer_is_not_capped() -> None:
-    gateway = ScriptedGateway(["ok"])
-    await caller_for(gateway, budget=Budget(max_cost_usd=1.0)).call(ask())
-    assert gateway.requests[0].max_tokens is None
+async def test_without_any_cap_the_answer_is_capped_by_what_the_call_is_for() -> None:
+    gateway = ScriptedGateway(default="ok")
+    caller = caller_for(gateway)
+    for purpose in ("observe", "agent_plan", "react", "something_new"):
+        await caller.call(LLMRequest(llm=make_llm(), messages=[{"role": "user", "content": "hi"}], purpose=purpose))
+    await caller.call(ask(make_llm(params={"max_tokens": 100})))  # the LLM's own cap wins
+    await caller.call(ask(max_tokens=50))  # and the request's
+
+    assert [r.max_tokens for r in gateway.requests] == [
+        PURPOSE_MAX_COMPLETION_TOKENS["observe"], PURPOSE_MAX_COMPLETION_TOKENS["agent_plan"],
+        PURPOSE_MAX_COMPLETION_TOKENS["react"], DEFAULT_MAX_COMPLETION_TOKENS, 100, 50,
+    ]
+    assert PURPOSE_MAX_COMPLETION_TOKENS["observe"] < PURPOSE_MAX_COMPLETION_TOKENS["agent_plan"] <= PURPOSE_MAX_COMPLETION_TOKENS["react"]
 
 
 async def test_a_streamed_call_without_a_callback_emits_delta_events() -> None:
@@ -413,31 +423,43 @@ async def test_a_streamed_call_with_a_callback_leaves_deltas_to_it() -> None:
     assert "llm.delta" not in sink.types
 
 
-async def test_a_streamed_call_nobody_follows_goes_out_unstreamed_without_deltas() -> None:
+async def test_a_call_nobody_follows_still_streams_so_a_stop_can_close_it_but_emits_no_deltas() -> None:
     sink = RecordingSink()
     gateway = ScriptedGateway(["whole answer"])
     caller = caller_for(gateway, sink=sink)
     caller.stream_gate = lambda: False
     response = await caller.call(ask(stream=True))
     assert response.content == "whole answer"
-    assert gateway.requests[0].stream is False
+    assert gateway.requests[0].stream is True
     assert sink.types == ["llm.started", "llm.completed"]
 
 
-async def test_an_unstreamed_call_may_take_a_whole_answers_time_a_streamed_one_keeps_its_timeout() -> None:
+async def test_every_call_streams_unless_its_llm_refuses_to() -> None:
+    sink = RecordingSink()
     gateway = ScriptedGateway(default="answer")
-    caller = caller_for(gateway)
-    followed = [False, True, False]
-    caller.stream_gate = lambda: followed.pop(0)
-    await caller.call(ask(make_llm(timeout=60.0), stream=True))  # unstreamed by the gate
-    await caller.call(ask(make_llm(timeout=60.0), stream=True))  # streamed: 60 s between chunks
-    await caller.call(ask(make_llm(timeout=900.0), stream=True))  # already longer: kept
-    await caller.call(ask(make_llm(timeout=60.0)))  # unstreamed as set up: its own timeout
+    caller = caller_for(gateway, sink=sink)
+    refusing = make_llm(key="llm-2")
+    await caller.capabilities.learn(refusing, "stream")
+    await caller.call(ask())  # asks for no deltas: streamed all the same
+    await caller.call(ask(make_llm(stream=False), stream=True))  # set up not to stream
+    await caller.call(ask(refusing, stream=True))  # refused streaming before
 
-    assert [(r.stream, r.llm.timeout) for r in gateway.requests] == [
-        (False, UNSTREAMED_TIMEOUT_SECONDS), (True, 60.0), (False, 900.0), (False, 60.0)
-    ]
-    assert UNSTREAMED_TIMEOUT_SECONDS >= 600
+    assert [r.stream for r in gateway.requests] == [True, False, False]
+    assert "llm.delta" not in sink.types
+
+
+async def test_an_llm_that_refuses_to_stream_is_asked_again_unstreamed_and_never_streamed_again() -> None:
+    sink = RecordingSink()
+    gateway = ScriptedGateway(
+        [FormUnsupportedError("streaming is not supported", form="stream"), "first", "second"]
+    )
+    caller = caller_for(gateway, sink=sink)  # max_retries=0: the second try is not a retry
+    assert (await caller.call(ask(stream=True))).content == "first"
+    await caller.call(ask(stream=True))
+
+    assert [r.stream for r in gateway.requests] == [True, False, False]
+    assert caller.capabilities.refuses(make_llm(), "stream")
+    assert sink.of_type("llm.failed")[0].data["retrying"] is True
 
 
 async def test_the_stream_gate_is_asked_before_every_call() -> None:
@@ -447,7 +469,7 @@ async def test_the_stream_gate_is_asked_before_every_call() -> None:
     caller.stream_gate = lambda: followed.pop(0)
     await caller.call(ask(stream=True))
     await caller.call(ask(stream=True))
-    assert [r.stream for r in gateway.requests] == [False, True]
+    assert [r.stream for r in gateway.requests] == [True, True]
     assert sink.types == ["llm.started", "llm.completed", "llm.started", "llm.delta", "llm.completed"]
     assert sink.of_type("llm.delta")[0].data == {"text": "second"}
 

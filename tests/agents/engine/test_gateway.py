@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import subprocess
 import sys
 import time
@@ -274,7 +275,7 @@ async def test_timeout_is_retryable_and_fails_once_attempts_run_out(
     sink = RecordingSink()
     caller = caller_with(sink)
     started = time.monotonic()
-    with pytest.raises(RetryableLLMError, match="(?i)time"):
+    with pytest.raises(RetryableLLMError, match=r"^no complete answer within 0\.3 s$"):
         await caller.call(ask(llm_for(fake_llm_server, timeout=0.3, max_retries=1)))
     assert time.monotonic() - started < 1.5
     assert fake_llm_server.request_count == 2
@@ -412,6 +413,72 @@ async def test_cancel_mid_stream_stops_reading_and_sends_nothing_more(
         await call
     assert deltas == ["first "]  # stopped before the next chunk was read
     assert fake_llm_server.request_count == 1
+
+
+async def test_cancel_closes_the_connection_of_a_call_nobody_follows_within_a_second(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    # A crew plan's call: it asks for no deltas and nobody follows the run yet. It streams all
+    # the same, so a stop closes the connection and a local server stops generating.
+    fake_llm_server.add(Reply.endless())
+    cancel = CancelToken()
+    caller = caller_with(RecordingSink(), clock=SystemClock(), cancel=cancel)
+    caller.stream_gate = lambda: False
+    request = LLMRequest(llm=llm_for(fake_llm_server), messages=[{"role": "user", "content": "Plan."}],
+                         purpose="crew_plan")
+    call = asyncio.ensure_future(caller.call(request))
+    while fake_llm_server.request_count == 0:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)  # generating: a few chunks out
+    stopped = time.monotonic()
+    cancel.cancel()
+    with pytest.raises(Cancelled):
+        await asyncio.wait_for(call, 2)
+
+    closed = await asyncio.to_thread(fake_llm_server.wait_disconnect, 3)
+    assert closed is not None, "the server kept generating"
+    assert closed - stopped < 1.0
+    assert fake_llm_server.requests[0].stream
+
+
+async def test_no_first_token_in_time_is_retryable_and_says_so(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply.text("late").after(3))
+    llm = llm_for(fake_llm_server, first_token_timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(RetryableLLMError, match=r"^no first token within 0\.3 s$"):
+        await LiteLLMGateway().complete(ask(llm, stream=True))
+    assert time.monotonic() - started < 2
+
+
+async def test_a_model_that_never_stops_is_cut_at_the_total_timeout_and_its_connection_closed(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.endless())
+    llm = llm_for(fake_llm_server, first_token_timeout=5, timeout=0.5)
+    with pytest.raises(RetryableLLMError, match=r"^no complete answer within 0\.5 s$"):
+        await LiteLLMGateway().complete(ask(llm, stream=True))
+    assert await asyncio.to_thread(fake_llm_server.wait_disconnect, 3) is not None
+
+
+async def test_an_unstreamed_call_is_bounded_by_the_total_timeout(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply.text("late").after(3))
+    llm = llm_for(fake_llm_server, first_token_timeout=0.1, timeout=0.4)
+    with pytest.raises(RetryableLLMError, match=r"^no complete answer within 0\.4 s$"):
+        await LiteLLMGateway().complete(ask(llm))
+
+
+async def test_a_server_that_does_not_accept_the_connection_fails_at_the_connect_timeout() -> None:
+    with socket.socket() as listener, socket.socket() as queued:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)  # never accepted: one queued connection fills the backlog
+        queued.connect(listener.getsockname())
+        port = listener.getsockname()[1]
+        llm = LLMSpec(key="fake", model="openai/fake-model", api_base=f"http://127.0.0.1:{port}/v1",
+                      api_key=KEY, max_retries=0, connect_timeout=0.3, first_token_timeout=10, timeout=10)
+        started = time.monotonic()
+        with pytest.raises(RetryableLLMError):
+            await LiteLLMGateway().complete(ask(llm, stream=True))
+        assert time.monotonic() - started < 3  # not the 10 s of the other limits
 
 
 async def test_the_llms_own_prices_override_litellms(fake_llm_server: FakeLLMServer) -> None:

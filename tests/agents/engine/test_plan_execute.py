@@ -113,6 +113,12 @@ def test_the_first_step_array_is_taken_from_fenced_prose() -> None:
     ]
 
 
+def test_a_plan_cut_off_mid_array_is_mended_by_json_repair() -> None:
+    steps = parse_plan_array('```json\n[{"step": 1, "action": "Find"\n```', task_key="t")
+
+    assert [s.action for s in steps] == ["Find"]
+
+
 def test_plain_strings_and_trailing_commas_are_tolerated() -> None:
     steps = parse_plan_array('Plan: ["Look up", "Write it up",]', task_key="t")
 
@@ -123,7 +129,7 @@ def test_plain_strings_and_trailing_commas_are_tolerated() -> None:
     ("reply", "message"),
     [
         ("I would rather not plan.", "plan-execute: failed to parse plan"),
-        ('```json\n[{"step": 1, "action": "Find"\n```', "plan-execute: failed to parse plan"),
+        ('```json\n[{"step": 1\n```', "plan-execute: failed to parse plan"),
         ('[{"step": 1}]', "plan-execute: failed to parse plan"),
         ("Nothing to do: []", "plan-execute: planner returned empty plan"),
     ],

@@ -14,6 +14,7 @@ from agents.engine.calls import BudgetExceeded
 from agents.engine.events import RecordingSink
 from agents.engine.llm import (
     DeltaCallback,
+    FormUnsupportedError,
     LLMError,
     LLMRequest,
     LLMResponse,
@@ -363,12 +364,80 @@ async def test_not_ready_plans_are_refined_up_to_max_attempts_then_fall_back() -
 
 
 async def test_max_attempts_none_stops_refining_at_ten() -> None:
-    brain = Brain(plans=[plan(step(1, "Guess"), ready=False)] * 10, react=["Final Answer: 5"])
+    guesses = [plan(step(1, f"Guess {n}"), ready=False) for n in range(10)]
+    brain = Brain(plans=guesses, react=["Final Answer: 5"])
     ctx, gateway, _, _ = make_ctx(default=brain)
 
     await run(ctx)
 
     assert gateway.purposes() == ["agent_plan"] + ["refine"] * 9 + ["react"]
+
+
+async def test_refining_stops_when_a_refinement_returns_the_same_plan() -> None:
+    brain = Brain(plans=[plan(step(1, "Guess"), ready=False)] * 10, react=["Final Answer: 5"])
+    ctx, gateway, sink, _ = make_ctx(default=brain)
+
+    assert await run(ctx) == "5"
+
+    assert gateway.purposes() == ["agent_plan", "refine", "react"]
+    warnings = [w["message"] for w in data(sink, "agent_plan.warning")]
+    assert "refining stopped: the planner returned the same plan again" in warnings
+
+
+def refusing_json_schema(answer: str) -> Any:
+    """A reply as llama-cpp-python's server gives it: a json_schema response format is refused."""
+
+    def reply(request: LLMRequest) -> str:
+        if request.response_schema is not None and request.response_form == "json_schema":
+            raise FormUnsupportedError("Input should be 'text' or 'json_object'", form="json_schema")
+        return answer
+
+    return reply
+
+
+async def test_a_review_refused_as_json_schema_is_asked_again_in_json_mode() -> None:
+    brain = Brain(
+        plans=[plan(step(1, "Add 2 and 3"))],
+        steps={1: f"Final Answer: {LONG_ANSWER}"},
+        reviews={1: refusing_json_schema(review())},
+    )
+    ctx, gateway, sink, _ = make_ctx(default=brain)
+
+    assert await run(ctx, reasoning_effort="medium") == LONG_ANSWER
+
+    observe = [r for r in gateway.requests if r.purpose == "observe"]
+    assert [r.response_form for r in observe] == ["json_schema", "json_object"]
+    seen = data(sink, "step.observed")[0]
+    assert seen["reviewed"] and not seen["review_failed"] and seen["success"]
+
+
+async def test_a_structured_answer_refused_as_json_schema_comes_in_json_mode_with_the_schema_in_words() -> None:
+    schema = {"type": "object", "properties": {"sum": {"type": "integer"}}}
+    brain = Brain(
+        plans=[plan(step(1, "Add"))],
+        steps={1: f"Final Answer: {LONG_ANSWER}"},
+        synthesis=[refusing_json_schema('{"sum": 5}')] * 2,
+    )
+    ctx, gateway, _, _ = make_ctx(default=brain)
+
+    answer = await run(ctx, task=make_task(output_json_schema=schema), reasoning_effort="low")
+
+    assert answer == '{"sum": 5}'
+    last = gateway.requests[-1]
+    assert (last.purpose, last.response_form, last.response_schema) == ("synthesis", "json_object", schema)
+    assert 'matches this JSON schema:\n{"type": "object"' in _text(last)
+
+
+async def test_a_prose_planner_is_not_asked_to_refine_more_than_once() -> None:
+    musings = [f"Musing number {n} on how to do it; not ready yet." for n in range(10)]
+    brain = Brain(plans=musings, react=["Final Answer: 5"])
+    ctx, gateway, sink, _ = make_ctx(default=brain)
+
+    assert await run(ctx, llm=make_llm(supports_tools=False)) == "5"
+
+    assert gateway.purposes() == ["agent_plan", "refine", "react"]
+    warnings = [w["message"] for w in data(sink, "agent_plan.warning")]
+    assert "refining stopped: the planner gave no steps twice in a row" in warnings
 
 
 async def test_a_refined_plan_that_becomes_ready_is_executed() -> None:
@@ -1078,3 +1147,18 @@ async def test_an_exceeded_budget_stops_the_plan_and_reports_it() -> None:
     assert gateway.purposes() == ["agent_plan", "step"]
     assert flow(sink)[-2:] == ["budget.exceeded", "step.skipped"]
 
+
+
+async def test_a_step_stuck_on_one_reply_fails_with_the_loops_plain_reason() -> None:
+    brain = Brain(
+        plans=[plan(step(1, "Add 2 and 3", tool="calculator"))],
+        steps={1: [tool_call_response("calculator", {"expression": "2 + 3"})] * 5},
+        synthesis=["5"],
+    )
+    ctx, _, sink, _ = make_ctx(default=brain)
+
+    await run(ctx, agent=make_agent("calculator"), reasoning_effort="low")
+
+    done = data(sink, "step.completed")[0]
+    assert done["outcome"] == "failed"
+    assert "the model did not follow the answer format" in done["error"]

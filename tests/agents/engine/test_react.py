@@ -88,16 +88,22 @@ async def test_native_tool_call_then_text_answer_emits_the_exact_event_sequence(
     assert result.iterations == 2
     assert result.tools_used == ["calculator"]
     assert sink.types == [
+        "react.turn",
         "llm.started",
         "llm.completed",
         "tool.started",
         "tool.completed",
+        "react.turn",
         "llm.started",
         "llm.completed",
     ]
     assert {e.step_id for e in sink.events} == {"s1"}
-    assert sink.events[2].data == {"name": "calculator", "args": {"expression": "6 * 7"}}
-    assert sink.events[3].data == {"name": "calculator", "output": "42", "from_cache": False}
+    assert [e.data for e in sink.of_type("react.turn")] == [
+        {"turn": 1, "max_turns": 10},
+        {"turn": 2, "max_turns": 10},
+    ]
+    assert sink.events[3].data == {"name": "calculator", "args": {"expression": "6 * 7"}}
+    assert sink.events[4].data == {"name": "calculator", "output": "42", "from_cache": False}
     first, second = gateway.requests
     assert [t["function"]["name"] for t in first.tools or []] == ["calculator"]
     assert first.stop is None and first.purpose == "react"
@@ -170,7 +176,10 @@ async def test_max_iter_one_with_a_model_that_keeps_calling_tools_makes_exactly_
     # A request without tools carries no native tool messages: they are flattened to text.
     assert all(m["role"] != "tool" and "tool_calls" not in m for m in forced.messages)
     assert any(m["content"] == "Observation: 2" for m in forced.messages)
-    assert non_llm_types(sink) == ["tool.started", "tool.completed"]
+    # The answer says it was forced: the page shows the warning.
+    assert non_llm_types(sink) == ["tool.started", "tool.completed", "react.forced_answer"]
+    assert sink.of_type("react.forced_answer")[0].data == {
+        "reason": "max_turns", "turn": 2, "max_turns": 1}
 
 
 async def test_forced_final_answer_text_is_the_answer_whatever_its_format() -> None:
@@ -247,10 +256,11 @@ async def test_format_error_is_sent_back_as_a_user_message_and_counts_as_an_iter
 
 
 async def test_format_errors_use_up_iterations_until_the_forced_answer() -> None:
-    ctx, gateway, _, _ = make_ctx(["rambling", "more rambling", "Final answer text"])
-    result = await react(ctx, make_agent(llm=TEXT_LLM), max_iter=2)
+    ctx, gateway, sink, _ = make_ctx(["rambling", "more rambling", "Final answer text"])
+    result = await react(ctx, make_agent("calculator", llm=TEXT_LLM), max_iter=2)
     assert gateway.calls == 3
     assert result.output == "Final answer text"
+    assert non_llm_types(sink) == ["react.format_error", "react.format_error", "react.forced_answer"]
 
 
 # --- tool selection and arguments ---------------------------------------------------------------
@@ -296,7 +306,7 @@ async def test_invalid_arguments_come_back_as_the_observation() -> None:
 
 
 async def test_unparseable_native_arguments_come_back_as_the_observation() -> None:
-    ctx, _, _, _ = make_ctx([tool_call_response("text_stats", "{text: ["), "done"])
+    ctx, _, _, _ = make_ctx([tool_call_response("text_stats", "{:"), "done"])
     result = await react(ctx, make_agent("text_stats"))
     assert tool_messages(result.messages)[0].startswith(
         "Error: invalid arguments for 'text_stats': the input is not valid JSON"

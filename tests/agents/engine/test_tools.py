@@ -335,7 +335,24 @@ def test_parse_tool_input_accepts_json_and_repairs_common_mistakes(
     assert parse_tool_input(raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["2 + 2", "[1, 2]", '"just text"', "{broken: ["])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"text": "line one\nline two"}', {"text": "line one\nline two"}),  # raw newline inside
+        ("{'query': 'it is \"quoted\"', 'n': 2}", {"query": 'it is "quoted"', "n": 2}),
+        ("{query: lisbon hotels}", {"query": "lisbon hotels"}),  # no quotes at all
+        ('{"query": "lisbon", "limit": [1, 2', {"query": "lisbon", "limit": [1, 2]}),  # no brackets
+        ('I will search now. {"query": "lisbon hotels"', {"query": "lisbon hotels"}),  # cut off
+        ("{broken: [", {"broken": []}),
+    ],
+)
+def test_parse_tool_input_mends_what_weak_models_write_with_json_repair(
+    raw: str, expected: dict[str, object]
+) -> None:
+    assert parse_tool_input(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["2 + 2", "[1, 2]", '"just text"', "{", "{:"])
 def test_parse_tool_input_refuses_what_is_not_an_object(raw: str) -> None:
     with pytest.raises(ToolInputError):
         parse_tool_input(raw)
