@@ -8,11 +8,12 @@ from django import forms
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
+from agents.forms import OneDefaultLLMMixin
 from agents.models import LLM, Agent, PlanningConfig, PromptTemplate, PromptTemplateVersion
 from planner_site.audit import audit
 
 
-class LLMAdminForm(forms.ModelForm):
+class LLMAdminForm(OneDefaultLLMMixin, forms.ModelForm):
     # render_value=False: the stored key never comes back into the page, not even as ciphertext.
     api_key = forms.CharField(
         label=_("API key"), required=False, widget=forms.PasswordInput(render_value=False),
@@ -32,7 +33,7 @@ class LLMAdminForm(forms.ModelForm):
 class LLMAdmin(admin.ModelAdmin):
     form = LLMAdminForm
     list_display = ["name", "model", "api_base", "key_tail", "is_default", "builtin"]
-    readonly_fields = ["key_tail", "builtin"]
+    readonly_fields = ["key_tail", "builtin", "capabilities"]
     search_fields = ["name", "model"]
 
     @admin.display(description=_("key"))

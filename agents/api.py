@@ -22,6 +22,7 @@ from agents.schemas import (
     PromptOut,
     PromptVersionOut,
     ToolOut,
+    capabilities_out,
 )
 from agents.tools import catalogue
 from planner_site.apiutils import LimitOffset, api_field_names
@@ -85,10 +86,15 @@ def llm_delete(request: HttpRequest, id: int) -> Any:
     "/llms/{id}/test",
     response={200: LLMTestOut, **errors(404)},
     tags=["llms"],
-    summary="Test an LLM with one tiny real completion",
+    summary="Test an LLM: what it accepts and its server's context window",
+    description="Tiny real completions (plain, streamed, native tools, json_schema, json_object) "
+    "in parallel, plus the server's own context window where it publishes one; stored on the LLM. "
+    "ok is false when the plain completion fails (error says why).",
 )
 def llm_test(request: HttpRequest, id: int) -> Any:
-    return services.llm_test(actor=request.user, llm=selectors.llm_get(llm_id=id))
+    llm = selectors.llm_get(llm_id=id)
+    result = services.llm_test(actor=request.user, llm=llm)
+    return {**result, "capabilities": capabilities_out(llm)}
 
 
 # Prompt templates ------------------------------------------------------------------------------

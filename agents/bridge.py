@@ -24,6 +24,8 @@ AGENT_SNAPSHOT_FIELDS = (
 def _supports_tools(llm: LLM) -> bool:
     if llm.supports_tools is not None:
         return llm.supports_tools
+    if llm.accepts("tools") is not None:  # what Test connection found beats a guess
+        return bool(llm.accepts("tools"))
     if llm.model == DEMO_MODEL:
         return True
     from agents.engine.gateway import supports_tools  # imports litellm: worker side only
@@ -31,23 +33,32 @@ def _supports_tools(llm: LLM) -> bool:
     return supports_tools(llm.model)
 
 
+def _no_key(llm: LLM) -> str | None:
+    """OpenAI's client refuses to send without a key; local servers (Ollama, llama.cpp, vLLM,
+    LM Studio) want none, so an ``openai/`` model with its own address gets a stand-in."""
+    return "no-key" if llm.api_base and llm.model.startswith("openai/") else None
+
+
 def llm_spec(llm: LLM) -> LLMSpec:
     params = dict(llm.params or {})
-    timeout = float(params.pop("timeout", 60))
+    # Seconds; missing keys keep ``LLMSpec``'s defaults (connect 10, first token 60, total 600).
+    timeouts = {key: float(params.pop(key)) for key in ("connect_timeout", "first_token_timeout", "timeout")
+                if key in params}
     max_retries = int(params.pop("max_retries", 3))
     return LLMSpec(
         key=f"llm-{llm.pk}",
         model=llm.model,
         api_base=llm.api_base or None,
-        api_key=llm.get_api_key(),
+        api_key=llm.get_api_key() or _no_key(llm),
         params=params,
-        timeout=timeout,
+        **timeouts,
         max_retries=max_retries,
         context_window=llm.context_window,
         supports_tools=_supports_tools(llm),
         rpm=llm.rpm_limit,
         input_price_per_1k=float(llm.input_price_per_1k) if llm.input_price_per_1k is not None else None,
         output_price_per_1k=float(llm.output_price_per_1k) if llm.output_price_per_1k is not None else None,
+        refuses=llm.refused_forms,
     )
 
 

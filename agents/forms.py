@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -11,6 +12,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.engine.specs import PLAN_PROMPT_PLACEHOLDERS, REFINE_PROMPT_PLACEHOLDERS
 from agents.models import LLM, Agent, PlanningConfig
+from agents.presets import PRESETS, preset_apply, preset_choices
 
 
 class ServiceErrorsMixin:
@@ -290,3 +292,93 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
             self.planning_form.add_service_errors(ValidationError(nested))
         if rest:
             super().add_service_errors(ValidationError(rest))
+
+
+class OneDefaultLLMMixin:
+    """Ticking "site default" moves the default here (``llm_set_default``) instead of failing.
+
+    The ``one_default_llm`` constraint holds in the database; validating it on the form would
+    refuse every new default while the old one is still marked.
+    """
+
+    def validate_constraints(self) -> None:
+        form: Any = self
+        exclude = form._get_validation_exclusions()
+        exclude.add("is_default")
+        try:
+            form.instance.validate_constraints(exclude=exclude)
+        except ValidationError as exc:
+            form._update_errors(exc)
+
+
+class LLMForm(OneDefaultLLMMixin, ServiceErrorsMixin, forms.ModelForm):
+    """An LLM as an admin adds or edits it; a preset fills in a local server's settings.
+
+    The form never saves: ``service_kwargs()`` is what ``llm_create``/``llm_update`` take.
+    """
+
+    preset = forms.ChoiceField(
+        label=_("Preset"),
+        required=False,
+        choices=preset_choices,
+        help_text=_("Fills in the model prefix, the server's usual address, generous timeouts and a small context window."),
+    )
+    api_key = forms.CharField(
+        label=_("API key"),
+        required=False,
+        strip=True,
+        # render_value=False: the stored key never comes back into the page.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=_("Stored encrypted and never shown again. Local servers need none."),
+    )
+    clear_api_key = forms.BooleanField(label=_("Remove the stored key"), required=False)
+
+    class Meta:
+        model = LLM
+        fields = [
+            "name", "model", "api_base", "params", "context_window", "supports_tools", "rpm_limit",
+            "input_price_per_1k", "output_price_per_1k", "is_default",
+        ]
+        widgets = {"params": _textarea(3), "supports_tools": forms.NullBooleanSelect}
+        help_texts = {
+            "params": _("JSON: temperature, max_tokens, timeout, connect_timeout, first_token_timeout (seconds)."),
+            "supports_tools": _("Unknown: Test connection finds out, else the model name decides."),
+        }
+
+    def __init__(self, data: Any = None, *, instance: LLM | None = None, initial: dict[str, Any] | None = None) -> None:
+        super().__init__(data, instance=instance, initial=initial)
+        self.fields["supports_tools"].widget.choices = [
+            ("unknown", _("Unknown (find out)")), ("true", _("Yes")), ("false", _("No")),
+        ]
+        if instance is None or instance.pk is None:
+            del self.fields["clear_api_key"]
+        else:
+            del self.fields["preset"]
+            self.fields["api_key"].help_text = _("Leave empty to keep the stored key.")
+        if instance is not None and instance.builtin:
+            self.fields["model"].disabled = True
+
+    def with_preset(self) -> LLMForm:
+        """An unbound form holding what was typed, with the chosen preset applied."""
+        values = {name: self[name].value() for name in self._meta.fields}
+        params = self["params"].value()
+        try:
+            values["params"] = json.loads(params) if isinstance(params, str) and params.strip() else {}
+        except ValueError:
+            values["params"] = {}
+        key = self.data.get("preset") or ""
+        if key in PRESETS:
+            values = preset_apply(key, values)
+        values["preset"] = key
+        return type(self)(initial=values)
+
+    def service_kwargs(self) -> dict[str, Any]:
+        data = {name: self.cleaned_data[name] for name in self._meta.fields if name in self.cleaned_data}
+        key = self.cleaned_data.get("api_key")
+        if self.cleaned_data.get("clear_api_key"):
+            data["api_key"] = ""
+        elif key:
+            data["api_key"] = key
+        if self.instance.pk and self.instance.builtin:
+            data.pop("model", None)
+        return data

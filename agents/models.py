@@ -52,6 +52,11 @@ class LLM(models.Model):
     )
     is_default = models.BooleanField(_("site default"), default=False)
     builtin = models.BooleanField(default=False, editable=False)
+    # What the model accepts, learned rather than guessed (``agents.probes``, issue #14):
+    # {"forms": {"tools": true, "json_schema": false, "json_object": null, "stream": true},
+    #  "context_window": 8192, "context_source": "llama.cpp", "tested_at": "...", "learned_at": "..."}
+    # true = accepted, false = refused (never sent again), null or missing = unknown.
+    capabilities = models.JSONField(_("capabilities"), default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
@@ -74,6 +79,28 @@ class LLM(models.Model):
     def is_demo(self) -> bool:
         return self.model == DEMO_MODEL
 
+    def accepts(self, form: str) -> bool | None:
+        """True (accepted), False (refused) or None (unknown) for a request form."""
+        value = ((self.capabilities or {}).get("forms") or {}).get(form)
+        return value if isinstance(value, bool) else None
+
+    @property
+    def refused_forms(self) -> frozenset[str]:
+        return frozenset(
+            form for form, ok in ((self.capabilities or {}).get("forms") or {}).items() if ok is False
+        )
+
+    @property
+    def server_context_window(self) -> int | None:
+        value = (self.capabilities or {}).get("context_window")
+        return value if isinstance(value, int) and value > 0 else None
+
+    @property
+    def context_window_too_large(self) -> bool:
+        """The window set here is larger than the one the server said it runs with."""
+        server = self.server_context_window
+        return server is not None and self.context_window > server
+
     def set_api_key(self, raw: str | None) -> None:
         """Store ``raw`` encrypted; an empty string clears the key."""
         if not raw:
@@ -90,13 +117,16 @@ class LLM(models.Model):
         params = self.params or {}
         if not isinstance(params, dict):
             raise ValidationError({"params": _("Parameters must be a JSON object.")})
-        allowed = {"temperature", "max_tokens", "timeout", "top_p", "seed", "max_retries"}
+        allowed = {
+            "temperature", "max_tokens", "timeout", "connect_timeout", "first_token_timeout",
+            "top_p", "seed", "max_retries",
+        }
         unknown = sorted(set(params) - allowed)
         if unknown:
             raise ValidationError(
                 {"params": _("Unknown parameter(s): %(names)s.") % {"names": ", ".join(unknown)}}
             )
-        for key in ("temperature", "top_p", "timeout"):
+        for key in ("temperature", "top_p", "timeout", "connect_timeout", "first_token_timeout"):
             if key in params and not isinstance(params[key], (int, float)):
                 raise ValidationError({"params": _("%(key)s must be a number.") % {"key": key}})
         for key in ("max_tokens", "seed", "max_retries"):

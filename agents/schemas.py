@@ -39,6 +39,32 @@ SUPPORTS_TOOLS = (
 )
 
 
+class LLMCapabilitiesOut(Schema):
+    forms: dict[str, bool | None] = Field(
+        description="stream, tools, json_schema, json_object: true accepted, false refused "
+        "(never sent again), null unknown."
+    )
+    context_window: int | None = Field(description="The context window the server says it runs.")
+    context_source: str | None = Field(description="Which server said so (llama.cpp, vLLM, ...).")
+    context_window_too_large: bool = Field(
+        description="The LLM's own context_window is larger than the server's."
+    )
+    tested_at: datetime | None
+    learned_at: datetime | None = Field(description="When a run last learned a refusal.")
+
+
+def capabilities_out(llm: LLM) -> dict[str, Any]:
+    caps = llm.capabilities or {}
+    return {
+        "forms": {form: llm.accepts(form) for form in ("stream", "tools", "json_schema", "json_object")},
+        "context_window": llm.server_context_window,
+        "context_source": caps.get("context_source"),
+        "context_window_too_large": llm.context_window_too_large,
+        "tested_at": caps.get("tested_at"),
+        "learned_at": caps.get("learned_at"),
+    }
+
+
 class LLMOut(Schema):
     id: int
     name: str
@@ -56,8 +82,15 @@ class LLMOut(Schema):
     rpm_limit: int | None
     input_price_per_1k: float | None
     output_price_per_1k: float | None
+    capabilities: LLMCapabilitiesOut = Field(
+        description="What Test connection found and runs learned: accepted forms and the server's window."
+    )
     created_at: datetime
     updated_at: datetime
+
+    @staticmethod
+    def resolve_capabilities(obj: LLM) -> dict[str, Any]:
+        return capabilities_out(obj)
 
     @staticmethod
     def resolve_api_key_tail(obj: LLM) -> str | None:
@@ -71,7 +104,8 @@ class LLMIn(_Body):
     api_key: str | None = Field(None, description="Write-only; stored encrypted.")
     params: dict[str, Any] = Field(
         default_factory=dict,
-        description="temperature, max_tokens, timeout, top_p, seed, max_retries.",
+        description="temperature, max_tokens, top_p, seed, max_retries; timeout, connect_timeout, "
+        "first_token_timeout (seconds).",
     )
     supports_tools: bool | None = Field(None, description=SUPPORTS_TOOLS)
     is_default: bool = False
@@ -102,7 +136,8 @@ class LLMPatch(_Body):
 class LLMTestOut(Schema):
     ok: bool
     latency_ms: int
-    error: str | None
+    error: str | None = Field(description="Why the plain completion failed, in plain words.")
+    capabilities: LLMCapabilitiesOut = Field(description="What the test found (stored on the LLM).")
 
 
 # Prompt templates ------------------------------------------------------------------------------

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from agents.engine.capabilities import Capabilities
 from agents.engine.prompts import DEFAULTS as PROMPT_DEFAULTS
 from agents.engine.prompts import PromptError, validate_template
 from agents.models import (
@@ -24,6 +26,9 @@ from agents.models import (
 from planner_site.audit import audit
 from planner_site.errors import Conflict, Forbidden
 from planner_site.roles import can_build, is_admin
+
+if TYPE_CHECKING:
+    from agents.engine.llm import Gateway
 
 _UNSET: Any = object()
 LLM_FIELDS = (
@@ -84,12 +89,14 @@ def llm_update(*, actor: Any, llm: LLM, api_key: str | None = _UNSET, is_default
     if api_key is not _UNSET:
         llm.set_api_key(api_key)
         audit(actor=actor, action="llm.key_changed" if api_key else "llm.key_cleared", target=llm)
-    _save(llm)
     if is_default:
-        llm_set_default(actor=actor, llm=llm)
-    elif is_default is False and llm.is_default:
-        llm.is_default = False
-        llm.save(update_fields=["is_default"])
+        # The default moves before this row is saved as it: a form may have marked it already,
+        # and the one_default_llm constraint allows one marked row at a time.
+        LLM.objects.filter(is_default=True).exclude(pk=llm.pk).update(is_default=False)
+        audit(actor=actor, action="llm.default_set", target=llm)
+    if is_default is not None:
+        llm.is_default = is_default
+    _save(llm)
     audit(actor=actor, action="llm.updated", target=llm, fields=sorted(fields))
     return llm
 
@@ -121,23 +128,79 @@ def llm_delete(*, actor: Any, llm: LLM) -> None:
         raise Conflict(_("This LLM is still used by agents or crews."), code="in_use") from None
 
 
-def llm_test(*, actor: Any, llm: LLM) -> dict[str, Any]:
-    """One tiny real completion; the error text never contains the key."""
+def llm_test(*, actor: Any, llm: LLM, gateway: Gateway | None = None) -> dict[str, Any]:
+    """Probe what the LLM accepts (plain, streamed, tools, ``json_schema``, ``json_object``) and
+    the context window its server runs, and store it: runs then never send a refused form.
+
+    A failed plain completion fails the test with a plain message (no key, no traceback, no
+    server file path) and teaches nothing about the forms: their probes failed for the same reason.
+    """
     import asyncio
 
     from agents.bridge import llm_spec
     from agents.engine.gateway import RoutingGateway
-    from agents.engine.llm import LLMError, LLMRequest
+    from agents.probes import probe
 
     _require_admin(actor)
-    spec = llm_spec(llm).model_copy(update={"max_retries": 0, "stream": False, "timeout": 20})
-    request = LLMRequest(llm=spec, messages=[{"role": "user", "content": "Say OK."}], purpose="test")
-    started = time.monotonic()
-    try:
-        asyncio.run(RoutingGateway().complete(request))
-    except LLMError as exc:
-        return {"ok": False, "latency_ms": int((time.monotonic() - started) * 1000), "error": str(exc)}
-    return {"ok": True, "latency_ms": int((time.monotonic() - started) * 1000), "error": None}
+    result = asyncio.run(probe(llm_spec(llm), gateway or RoutingGateway()))
+    forms = result.forms if result.ok else {}
+    llm_capabilities_store(llm=llm, forms=forms, context_window=result.context_window,
+                           context_source=result.context_source, tested=True)
+    audit(actor=actor, action="llm.tested", target=llm, ok=result.ok)
+    return {
+        "ok": result.ok,
+        "latency_ms": result.latency_ms,
+        "error": result.error,
+        "capabilities": llm.capabilities,
+    }
+
+
+@transaction.atomic
+def llm_capabilities_store(
+    *,
+    llm: LLM,
+    forms: dict[str, bool | None],
+    context_window: int | None = None,
+    context_source: str | None = None,
+    tested: bool = False,
+) -> LLM:
+    """What an LLM accepts, as a test found it or a run learned it (``forms``: form → accepted).
+
+    What a test found replaces what was known (the server or its model may have changed); what it
+    could not find out (a probe timed out) stays as it was.
+    """
+    row = LLM.objects.select_for_update().get(pk=llm.pk)
+    known = dict(row.capabilities or {})
+    now = timezone.now().isoformat()
+    found = {form: ok for form, ok in forms.items() if ok is not None}
+    known["forms"] = {**(known.get("forms") or {}), **found}
+    if tested:
+        known["tested_at"] = now
+        if context_window:
+            known.update(context_window=context_window, context_source=context_source)
+    else:
+        known["learned_at"] = now
+    LLM.objects.filter(pk=llm.pk).update(capabilities=known)
+    llm.capabilities = known
+    return llm
+
+
+def llm_capability_learned(*, llm_key: str, form: str) -> None:
+    """A refusal met during a run is kept on the LLM, so no later run sends that form again."""
+    pk = llm_key.removeprefix("llm-")
+    llm = LLM.objects.filter(pk=int(pk)).first() if pk.isdigit() else None
+    if llm is not None and llm.accepts(form) is not False:
+        llm_capabilities_store(llm=llm, forms={form: False})
+
+
+def llm_capabilities_memo() -> Capabilities:
+    """A ``Capabilities`` memo for one run or draft that stores every refusal it learns."""
+    store = sync_to_async(llm_capability_learned)
+
+    async def on_learned(llm: Any, form: str) -> None:
+        await store(llm_key=llm.key, form=form)
+
+    return Capabilities(on_learned=on_learned)
 
 
 def llm_ensure_demo() -> LLM:
@@ -167,6 +230,8 @@ RETIRED_DEFAULTS: dict[str, frozenset[str]] = {
     "plan_execute_step": frozenset({"54b95fa4ec2ae853099700c76834883744f03228cc34b04a5e7a9e29884ed29a"}),
     "plan_execute_aggregate": frozenset({"bddb7202efd7aad75de0f41944fa641217b3d9d5b8a10858dd1f5e092419f532"}),
     "manager": frozenset({"475f72fb3cb53a9216faf049c32ebc208e1b3eaa4695cbfe85549be8febaf329"}),
+    # Issue #14: an agent without tools is asked for no format; its reply is the answer.
+    "react_system_no_tools": frozenset({"1ac1eb5bf8d497889da375133f890fdad73cdf0eecc595ef23a4c36a79a3a304"}),
 }
 
 

@@ -1,7 +1,10 @@
-"""Agent pages: list, detail, create, edit, delete. htmx re-renders a form in place on errors."""
+"""Agent and LLM pages: list, detail, create, edit (agents: delete; LLMs: test the connection).
+
+htmx re-renders a form in place on errors."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -11,16 +14,17 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from agents import selectors, services
-from agents.forms import AgentForm
+from agents.forms import AgentForm, LLMForm
 from agents.tools import catalogue
 from planner_site.errors import Forbidden, NotFound
-from planner_site.roles import can_build
+from planner_site.roles import can_build, is_admin
 
 
 # Typing pattern recommended by django-stubs (its README, "How can I create a HttpRequest
@@ -157,3 +161,107 @@ def agent_delete(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
     if request.htmx:
         template += "#delete-confirm"
     return render(request, template, {"agent": agent})
+
+
+# LLMs (admins) ---------------------------------------------------------------------------------
+
+
+def require_admin(request: HttpRequest) -> None:
+    """LLMs, their keys and their tests are the admins' (the services refuse others too)."""
+    if not is_admin(request.user):
+        raise PermissionDenied(_("Only an admin can change LLMs and prompts."))
+
+
+def _llm_form_response(request: HtmxHttpRequest, form: LLMForm, *, llm: Any = None) -> HttpResponse:
+    template = "agents/llm_form.html"
+    if request.htmx:
+        template += "#llm-form"
+    return render(request, template, {"form": form, "llm": llm})
+
+
+@require_GET
+@domain_errors
+def llm_list(request: HtmxHttpRequest) -> HttpResponse:
+    require_admin(request)
+    return render(request, "agents/llm_list.html", {"llms": selectors.llm_list()})
+
+
+@require_http_methods(["GET", "POST"])
+@domain_errors
+def llm_create(request: HtmxHttpRequest) -> HttpResponse:
+    require_admin(request)
+    if request.method == "POST" and "apply_preset" in request.POST:
+        # "Apply preset" (a button without JavaScript, the select's change with htmx) fills the
+        # form in; nothing is saved and nothing is flagged as missing yet.
+        return _llm_form_response(request, LLMForm(request.POST).with_preset())
+    form = LLMForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            llm = services.llm_create(actor=request.user, **form.service_kwargs())
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+        else:
+            messages.success(request, _("LLM “%(name)s” added. Test the connection to see what it accepts.") % {"name": llm.name})
+            return redirect_after_post(request, reverse("agents:llm-detail", args=[llm.pk]))
+    return _llm_form_response(request, form)
+
+
+@require_GET
+@domain_errors
+def llm_detail(request: HtmxHttpRequest, llm_id: int) -> HttpResponse:
+    require_admin(request)
+    llm = selectors.llm_get(llm_id=llm_id)
+    return render(request, "agents/llm_detail.html", llm_detail_context(llm))
+
+
+def llm_detail_context(llm: Any, test: dict[str, Any] | None = None) -> dict[str, Any]:
+    forms = [
+        {"name": name, "label": label, "accepted": llm.accepts(name)}
+        for name, label in (
+            ("stream", _("Streaming")),
+            ("tools", _("Native tool calls")),
+            ("json_schema", _("JSON schema answers (json_schema)")),
+            ("json_object", _("JSON answers (json_object)")),
+        )
+    ]
+    caps = llm.capabilities or {}
+    return {
+        "llm": llm,
+        "forms": forms,
+        "test": test,
+        "tested_at": parse_datetime(caps["tested_at"]) if caps.get("tested_at") else None,
+        "learned_at": parse_datetime(caps["learned_at"]) if caps.get("learned_at") else None,
+        "context_source": caps.get("context_source"),
+        "params_json": json.dumps(llm.params or {}),
+    }
+
+
+@require_http_methods(["GET", "POST"])
+@domain_errors
+def llm_update(request: HtmxHttpRequest, llm_id: int) -> HttpResponse:
+    require_admin(request)
+    llm = selectors.llm_get(llm_id=llm_id)
+    form = LLMForm(request.POST if request.method == "POST" else None, instance=llm)
+    if request.method == "POST" and form.is_valid():
+        try:
+            llm = services.llm_update(actor=request.user, llm=llm, **form.service_kwargs())
+        except ValidationError as exc:
+            form.add_service_errors(exc)
+        else:
+            messages.success(request, _("LLM “%(name)s” saved.") % {"name": llm.name})
+            return redirect_after_post(request, reverse("agents:llm-detail", args=[llm.pk]))
+    # The form wrote what was posted onto ``llm``: the page names the LLM as it is stored.
+    return _llm_form_response(request, form, llm=selectors.llm_get(llm_id=llm_id) if form.is_bound else llm)
+
+
+@require_POST
+@domain_errors
+def llm_test(request: HtmxHttpRequest, llm_id: int) -> HttpResponse:
+    """Probe the LLM; htmx swaps in the capabilities table, a plain form gets the whole page."""
+    require_admin(request)
+    llm = selectors.llm_get(llm_id=llm_id)
+    result = services.llm_test(actor=request.user, llm=llm)
+    template = "agents/llm_detail.html"
+    if request.htmx:
+        template += "#llm-capabilities"
+    return render(request, template, llm_detail_context(llm, test=result))

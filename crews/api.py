@@ -234,7 +234,8 @@ def plan_regenerate(
     tags=["plans"],
     summary="Approve the current version",
     description="Approval binds to the current version (or to If-Match's, which must be it); the "
-    "crew's earlier approved plan is superseded.",
+    "crew's earlier approved plan is superseded. A task without real steps (none, or a placeholder "
+    "such as \"...\") is a 409 `plan_incomplete` whose detail names the tasks.",
 )
 def plan_approve(
     request: HttpRequest, id: int, response: HttpResponse, if_match: str | None = IF_MATCH

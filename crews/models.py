@@ -147,6 +147,9 @@ class Plan(models.Model):
     regenerating_task_ids = models.JSONField(
         _("tasks being regenerated"), default=list, blank=True
     )  # tasks being re-drafted now
+    # What the planner warned of when it drafted: [{"task_id": int | None, "message": str}]. The
+    # editor shows a task's warnings while that task still has no usable steps.
+    warnings = models.JSONField(_("planner's warnings"), default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("created by"),
         null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -169,8 +169,9 @@ def plan_draft(*, actor: Any, crew: Crew, inputs: Any, enqueue: bool = True) -> 
 
 
 def plan_store_draft(*, plan_id: int, steps: Mapping[str, Sequence[str]], usage: Mapping[str, Any],
-                     task_ids: Sequence[int]) -> Plan:
-    """The planner's draft becomes version 1 (or the next version when re-drafting)."""
+                     task_ids: Sequence[int], warnings: Sequence[Mapping[str, Any]] = ()) -> Plan:
+    """The planner's draft becomes version 1 (or the next version when re-drafting); its
+    ``warnings`` (``{"task_id", "message"}``) replace those of an earlier draft."""
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan_id)
         valid = set(Task.objects.filter(pk__in=task_ids, crew_id=plan.crew_id).values_list("pk", flat=True))
@@ -181,8 +182,47 @@ def plan_store_draft(*, plan_id: int, steps: Mapping[str, Sequence[str]], usage:
                 rows.setdefault(task_id, [])
         _new_version(plan, actor=None, note="drafted", steps=rows)
         _add_usage(plan.pk, usage)
-        Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.DRAFT, error="")
+        kept = [{"task_id": w.get("task_id"), "message": str(w.get("message", ""))} for w in warnings]
+        Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.DRAFT, error="", warnings=kept)
     return Plan.objects.get(pk=plan_id)
+
+
+def draft_warnings(task_warnings: Mapping[str, Sequence[str]], warnings: Sequence[str]) -> list[dict[str, Any]]:
+    """A draft's warnings as ``plan_store_draft`` keeps them: by task id where they are about one."""
+    by_task = [{"task_id": int(key), "message": m} for key, messages in task_warnings.items() for m in messages]
+    told = {w["message"] for w in by_task}
+    return by_task + [{"task_id": None, "message": m} for m in warnings if m not in told]
+
+
+def plan_gaps(plan: Plan) -> dict[int, str]:
+    """What keeps the current version from being a plan to follow, by task id: a task with no
+    steps, or with a placeholder step (the planner's ``"..."``, a bare "Step 1"), with the
+    planner's warning about that task when it gave one. The crew's tasks as they are now."""
+    from agents.engine.plan_parsing import is_placeholder_step
+
+    tasks = Task.objects.filter(crew_id=plan.crew_id).order_by("order", "id").values_list("pk", "name")
+    steps = version_steps(plan) if plan.version else {}
+    told: dict[int, list[str]] = {}
+    for warning in plan.warnings or []:
+        if isinstance(warning, dict) and isinstance(warning.get("task_id"), int):
+            told.setdefault(warning["task_id"], []).append(str(warning.get("message", "")))
+    gaps: dict[int, str] = {}
+    for number, (task_id, name) in enumerate(tasks, start=1):
+        texts = [text for _uid, text, _pinned in steps.get(task_id, [])]
+        placeholder = next((t for t in texts if is_placeholder_step(t)), None)
+        if not texts:
+            gap = _("Task %(n)s (%(name)s) has no steps.") % {"n": number, "name": name}
+        elif placeholder is not None:
+            gap = _("Task %(n)s (%(name)s) has a placeholder step (“%(text)s”), not a real one.") % {
+                "n": number, "name": name, "text": placeholder.strip()[:40]}
+        else:
+            continue
+        gaps[task_id] = " ".join([gap, *told.get(task_id, [])])
+    return gaps
+
+
+def gaps_message(gaps: Mapping[int, str]) -> str:
+    return _("Add steps or regenerate before approving. %(gaps)s") % {"gaps": " ".join(gaps.values())}
 
 
 def _add_usage(plan_id: int, usage: Mapping[str, Any]) -> None:
@@ -309,16 +349,22 @@ def plan_restore(*, actor: Any, plan: Plan, number: int) -> Plan:
 
 
 @transaction.atomic
-def plan_approve(*, actor: Any, plan: Plan, version: int | None = None, supersede: bool = True) -> Plan:
+def plan_approve(*, actor: Any, plan: Plan, version: int | None = None, supersede: bool = True,
+                 allow_gaps: bool = False) -> Plan:
     """Approval binds to the current version; older approved plans of the crew are superseded.
 
     A plan a run drafted for itself (``supersede=False``) leaves the crew's other plans alone.
+    A person approves only a plan with real steps for every task (``plan_gaps``: a conflict,
+    ``plan_incomplete``, naming the tasks); a run approving its own draft (``allow_gaps``) lets
+    a task without steps plan as usual (ENGINE.md §1).
     """
     locked = Plan.objects.select_for_update().get(pk=plan.pk)
     if locked.status not in (Plan.Status.DRAFT, Plan.Status.APPROVED):
         raise Conflict(_("Only a drafted plan can be approved."), code="plan_state")
     if version is not None and version != locked.version:
         raise Conflict(_("This plan changed elsewhere: reload it before approving."), code="stale_version")
+    if not allow_gaps and (gaps := plan_gaps(locked)):
+        raise Conflict(gaps_message(gaps), code="plan_incomplete", field=f"tasks.{next(iter(gaps))}")
     if supersede:
         Plan.objects.filter(crew_id=locked.crew_id, status=Plan.Status.APPROVED).exclude(pk=locked.pk).update(
             status=Plan.Status.SUPERSEDED)

@@ -68,11 +68,11 @@ async def follow_deltas(run_id: int) -> bool:
 
     The count is in Django's cache (Redis in scale-out), so a worker in another process sees it.
     It expires ``FOLLOWERS_TTL`` after the last follow: a socket that died without
-    ``unfollow_deltas`` keeps the run streaming for at most that long, no harm done.
+    ``unfollow_deltas`` keeps the run sending deltas for at most that long, no harm done.
 
     Returns whether the socket was counted: if the cache failed it was not, and the socket must
     not ``unfollow_deltas`` (it would uncount another one). The failure is logged, not raised: a
-    socket that cannot be counted still shows the deltas other sockets make the run stream.
+    socket that cannot be counted still shows the deltas other sockets make the run send.
     """
     return await _count_off_loop(run_id, 1)
 
@@ -122,7 +122,7 @@ def _count(run_id: int, delta: int) -> None:
 
 
 def deltas_followed(run_id: int) -> bool:
-    """Whether any socket shows the run's deltas now: if not, the LLM need not stream them.
+    """Whether any socket shows the run's deltas now: if not, the run need not send them.
 
     Synchronous: one Redis GET in scale-out, so call it from a worker thread (as the runner
     does), not from the event loop, where a slow Redis would stall every socket.

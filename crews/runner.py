@@ -36,6 +36,7 @@ from agents.engine.runtime import (
 from agents.engine.specs import AgentSpec, ApprovedStep, Budget, TaskSpec
 from agents.models import LLM
 from agents.selectors import llm_default, prompt_book
+from agents.services import llm_capabilities_memo
 from agents.tools import registry
 from crews import plans, queue, realtime, runs
 from crews.bridge import RunEventSink, crew_snapshot, crew_spec
@@ -146,8 +147,8 @@ class DeltaFollowers:
         try:
             self.followed = realtime.deltas_followed(self.run_id)
         except Exception:  # noqa: BLE001 - an unreachable cache must not stop the run or its watch
-            logger.warning("could not tell who follows run %s; streaming to be safe", self.run_id, exc_info=True)
-            self.followed = True  # fail open: streaming is what a run did before the gate
+            logger.warning("could not tell who follows run %s; sending deltas to be safe", self.run_id, exc_info=True)
+            self.followed = True  # fail open: deltas are what a run sent before the gate
 
     def __call__(self) -> bool:
         return self.followed
@@ -205,7 +206,7 @@ def _context(run: Run, token: CancelToken, budget: Budget, followers: DeltaFollo
     followers.refresh()  # the first call need not wait for the watch loop's first poll
     caller = LLMCaller(
         gateway=RoutingGateway(demo=DemoGateway(_demo_pace())), emit=emit, cancel=token, clock=_clock, usage=usage,
-        limiters=_limiters, budget=budget, stream_gate=followers,
+        limiters=_limiters, budget=budget, stream_gate=followers, capabilities=llm_capabilities_memo(),
     ).with_rpm(f"run:{run.pk}", max_rpm)
     return RunContext(
         llm=caller, emit=emit, cancel=token, clock=_clock, human=DatabaseHuman(run.pk, token),
@@ -341,7 +342,8 @@ async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> dict[str, l
             await db(runs.run_wait_for_plan_approval)(run_id=run.pk, plan=plan)
             plan = await _wait_for_approval(ctx.cancel, plan.pk)
         else:
-            plan = await db(plans.plan_approve)(actor=None, plan=plan, supersede=False)
+            # The run's own draft, approved as drafted: a task without steps plans as usual.
+            plan = await db(plans.plan_approve)(actor=None, plan=plan, supersede=False, allow_gaps=True)
     await ctx.emit("crew_plan.approved", {"plan_id": plan.pk, "version": plan.approved_version})
     await db(runs.run_use_plan)(run_id=run.pk, plan=plan)
     await db(runs.run_set_running)(run_id=run.pk)
@@ -367,17 +369,19 @@ async def _draft_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> Plan | Non
         "completion_tokens": ctx.usage.completion_tokens - before[1],
         "cost_usd": ctx.usage.cost_usd - before[2],
     }
-    plan = await db(_store_run_plan)(run, draft.steps, usage, [int(t.key) for t in spec.tasks])
+    warnings = plans.draft_warnings(draft.task_warnings, draft.warnings)
+    plan = await db(_store_run_plan)(run, draft.steps, usage, [int(t.key) for t in spec.tasks], warnings)
     await ctx.emit("crew_plan.completed", {"plan_id": plan.pk, "version": plan.version})
     return plan
 
 
-def _store_run_plan(run: Run, steps: dict[str, list[str]], usage: dict[str, Any], task_ids: list[int]) -> Plan:
+def _store_run_plan(run: Run, steps: dict[str, list[str]], usage: dict[str, Any], task_ids: list[int],
+                    warnings: list[dict[str, Any]]) -> Plan:
     plan = Plan.objects.create(
         crew_id=run.crew_id, inputs=run.inputs, created_by=run.created_by, status=Plan.Status.GENERATING,
         llm_id=run.snapshot["crew"]["planning_llm_id"],
     )
-    return plans.plan_store_draft(plan_id=plan.pk, steps=steps, usage=usage, task_ids=task_ids)
+    return plans.plan_store_draft(plan_id=plan.pk, steps=steps, usage=usage, task_ids=task_ids, warnings=warnings)
 
 
 async def _wait_for_approval(cancel: CancelToken, plan_id: int) -> Plan:
@@ -396,7 +400,8 @@ async def _wait_for_approval(cancel: CancelToken, plan_id: int) -> Plan:
 def _plan_context(usage: Usage) -> RunContext:
     emit = EventEmitter(sink=NullSink(), clock=_clock)
     token = CancelToken()
-    caller = LLMCaller(gateway=RoutingGateway(demo=DemoGateway(_demo_pace())), emit=emit, cancel=token, clock=_clock, usage=usage, limiters=_limiters)
+    caller = LLMCaller(gateway=RoutingGateway(demo=DemoGateway(_demo_pace())), emit=emit, cancel=token, clock=_clock, usage=usage, limiters=_limiters,
+                       capabilities=llm_capabilities_memo())
     return RunContext(llm=caller, emit=emit, cancel=token, clock=_clock, prompts=prompt_book(), tools=registry(), usage=usage)
 
 
@@ -431,7 +436,8 @@ def generate_plan(plan_id: int) -> None:
         return
     finally:
         _release_connections()
-    plans.plan_store_draft(plan_id=plan_id, steps=draft.steps, usage=_usage_dict(usage), task_ids=[int(t.key) for t in spec.tasks])
+    plans.plan_store_draft(plan_id=plan_id, steps=draft.steps, usage=_usage_dict(usage), task_ids=[int(t.key) for t in spec.tasks],
+                           warnings=plans.draft_warnings(draft.task_warnings, draft.warnings))
 
 
 def regenerate_plan(plan_id: int, task_id: int, feedback: str, actor_id: int | None) -> None:

@@ -230,6 +230,11 @@ class PlanTaskOut(Schema):
     steps: list[PlanStepOut]
 
 
+class PlanWarningOut(Schema):
+    task_id: int | None = Field(description="The task it is about, if it is about one.")
+    message: str
+
+
 class PlanOut(Schema):
     id: int
     crew_id: int
@@ -244,8 +249,13 @@ class PlanOut(Schema):
     )
     approved_version: int | None = Field(description="The version an approval is bound to.")
     regenerating_task_ids: list[int] = Field(description="Tasks being redrafted right now.")
+    warnings: list[PlanWarningOut] = Field(description="What the planner warned of when it drafted.")
     created_at: datetime
     updated_at: datetime
+
+    @staticmethod
+    def resolve_warnings(obj: Plan) -> list[dict[str, Any]]:
+        return [w for w in obj.warnings or [] if isinstance(w, dict)]
 
     @staticmethod
     def resolve_error(obj: Plan) -> str | None:

@@ -181,6 +181,15 @@ def crew_tasks(*, crew: Crew, with_context: bool = True) -> list[Task]:
     return list(tasks.prefetch_related("context") if with_context else tasks)
 
 
+def crew_context_links(*, crew: Crew) -> dict[int, list[int]]:
+    """Which tasks each task of ``crew`` reads (task id → ids), in one query."""
+    links: dict[int, list[int]] = {}
+    for reader, source in Task.context.through.objects.filter(from_task__crew=crew).values_list(
+            "from_task_id", "to_task_id"):
+        links.setdefault(reader, []).append(source)
+    return links
+
+
 def crew_tasks_as_read(*, crew: Crew) -> list[Task]:
     """``crew_tasks(crew=crew)``, from the tasks the crew was read with when it was read with
     them (``crew_get``, ``crew_tasks_prefetch``): the API shows a crew's tasks, and its input

@@ -65,6 +65,9 @@
   });
 
   page.addEventListener("htmx:wsAfterMessage", function () {
+    if (finished()) {
+      setConnection(""); // a finished or stopped run is not "Live", though its socket still is
+    }
     // Keep a stream scrolled to its newest tokens.
     var streams = page.querySelectorAll(".stream");
     for (var i = 0; i < streams.length; i++) {

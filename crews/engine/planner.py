@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents.engine.llm import LLMRequest, LLMResponse, Message
-from agents.engine.plan_parsing import extract_json_object
+from agents.engine.plan_parsing import extract_json_array, extract_json_object, is_placeholder_step
 from agents.engine.prompts import PromptBook
 from agents.engine.runtime import RunContext
 from agents.engine.specs import LLMSpec
+from agents.engine.structured import Shape, ask_structured
 from agents.engine.tools import ToolRegistry, default_registry
 from crews.engine.specs import CrewSpec, CrewTaskSpec
 
@@ -45,6 +47,8 @@ class CrewPlanError(Exception):
 class CrewPlanDraft:
     steps: dict[str, list[str]]  # task key -> steps, for the tasks that got a plan
     warnings: list[str] = field(default_factory=list)
+    # The warnings about one task, by its key: what the plan page shows at that task.
+    task_warnings: dict[str, list[str]] = field(default_factory=dict)
 
 
 def task_summary(
@@ -100,17 +104,6 @@ def _messages(
     return [{"role": "user", "content": text}]
 
 
-def _submit_tool() -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": SUBMIT_TOOL,
-            "description": "Submit the step-by-step plan for every task.",
-            "parameters": PLAN_SCHEMA,
-        },
-    }
-
-
 def parse_plan(response: LLMResponse) -> list[dict[str, Any]]:
     """The ``plans`` list from a tool call or from JSON in text; ValueError says what is wrong."""
     data: Any = None
@@ -142,26 +135,42 @@ def parse_plan(response: LLMResponse) -> list[dict[str, Any]]:
     return plans
 
 
-def map_plans(
-    plans: Iterable[dict[str, Any]], tasks: Sequence[CrewTaskSpec]
-) -> tuple[dict[str, list[str]], list[str]]:
-    """Plans by task number: duplicates keep the first, out-of-range ones are ignored."""
+def map_plans(plans: Iterable[dict[str, Any]], tasks: Sequence[CrewTaskSpec]) -> CrewPlanDraft:
+    """Plans by task number: duplicates keep the first, out-of-range ones are ignored, placeholder
+    steps (the prompt's own ``"..."``, empty text) are left out; each with a warning, and the
+    warnings about one task also under its key (the plan page shows them at the task)."""
     by_number = {t.number: t for t in tasks}
-    steps: dict[str, list[str]] = {}
-    warnings: list[str] = []
+    draft = CrewPlanDraft(steps={})
+
+    def warn(message: str, task: CrewTaskSpec | None = None) -> None:
+        draft.warnings.append(message)
+        if task is not None:
+            draft.task_warnings.setdefault(task.key, []).append(message)
+
     for plan in plans:
         task = by_number.get(plan["task_number"])
         if task is None:
-            warnings.append(f"The planner wrote steps for task {plan['task_number']}, which does not exist; ignored.")
+            warn(f"The planner wrote steps for task {plan['task_number']}, which does not exist; ignored.")
             continue
-        if task.key in steps:
-            warnings.append(f"The planner wrote task {task.number} twice; the first version is kept.")
+        if task.key in draft.steps:
+            warn(f"The planner wrote task {task.number} twice; the first version is kept.", task)
             continue
-        steps[task.key] = plan["steps"]
+        steps = [s for s in plan["steps"] if not is_placeholder_step(s)]
+        if len(steps) < len(plan["steps"]):
+            dropped = len(plan["steps"]) - len(steps)
+            warn(f"The planner wrote {dropped} placeholder step(s) for task {task.number} (like \"...\"); "
+                 "they were left out.", task)
+        if steps:
+            draft.steps[task.key] = steps
     for task in tasks:
-        if task.key not in steps:
-            warnings.append(f"The planner wrote no steps for task {task.number}; it will run without a plan.")
-    return steps, warnings
+        if task.key not in draft.steps:
+            warn(f"The planner wrote no steps for task {task.number}; it will run without a plan.", task)
+    return draft
+
+
+# At most this many requests draft a plan, a refused form of request and the repair included: a
+# model that cannot answer with a plan in three tries will not in ten (issue #14).
+MAX_PLAN_REQUESTS = 3
 
 
 async def draft_crew_plan(
@@ -175,9 +184,13 @@ async def draft_crew_plan(
 ) -> CrewPlanDraft:
     """Draft steps for the crew's tasks (or ``only_tasks``), emitting crew_plan.* events.
 
-    An answer that is not valid JSON for the schema gets one repair request; a second failure
-    raises ``CrewPlanError`` after ``crew_plan.failed``. ``keep`` lists steps (pinned by a person)
-    the planner must not repeat. ``crew_plan.completed`` is the caller's: it knows the saved plan.
+    The request negotiates its form with the LLM (``structured.ask_structured``: a tool call,
+    a JSON schema, JSON mode, then JSON asked for in words). An answer that is not valid JSON for
+    the schema, has no usable step, or was cut off at its length limit gets one repair request
+    (a cut-off one with twice the room, asking for fewer steps), within ``MAX_PLAN_REQUESTS``;
+    then ``CrewPlanError`` after ``crew_plan.failed``, saying plainly why. ``keep`` lists steps
+    (pinned by a person) the planner must not repeat. ``crew_plan.completed`` is the caller's:
+    it knows the saved plan.
     """
     book = ctx.prompts or PromptBook()
     tools = ctx.tools if isinstance(ctx.tools, ToolRegistry) else default_registry()
@@ -185,36 +198,75 @@ async def draft_crew_plan(
     tasks = [t for t in crew.tasks if wanted is None or t.key in wanted]
     await ctx.emit("crew_plan.started", {"tasks": [t.number for t in tasks]})
     messages = _messages(crew, tasks, book, tools, feedback, keep)
-    native = llm.supports_tools
-    request_kwargs: dict[str, Any] = (
-        {"tools": [_submit_tool()], "tool_choice": {"type": "function", "function": {"name": SUBMIT_TOOL}}}
-        if native
-        else {"response_schema": PLAN_SCHEMA}
-    )
-    error = ""
+    request = LLMRequest(llm=llm, messages=messages, purpose="crew_plan")
+    sent, error, answered_prose = 0, "", True
     for attempt in (1, 2):
-        response = await ctx.llm.call(
-            LLMRequest(llm=llm, messages=messages, purpose="crew_plan", **request_kwargs)
-        )
+        answer = await ask_structured(ctx.llm, request, PLAN_SHAPE)
+        sent += answer.requests
+        response = answer.response
+        cut_off = response.finish_reason == "length"
         try:
             plans = parse_plan(response)
+            draft = map_plans(plans, tasks)
+            if tasks and not draft.steps:
+                raise ValueError("no task got a usable step (only placeholders or none)")
         except ValueError as exc:
             error = str(exc)
-            if attempt == 2:
-                break
-            messages = [
-                *messages,
-                {"role": "assistant", "content": response.content or _tool_args(response, book)},
-                {"role": "user", "content": book.render("crew_plan_repair", error=error)},
-            ]
-            continue
-        steps, warnings = map_plans(plans, tasks)
-        for warning in warnings:
-            await ctx.emit("crew_plan.warning", {"message": warning})
-        return CrewPlanDraft(steps=steps, warnings=warnings)
-    message = f"The planner's answer could not be used: {error}."
+            answered_prose = answered_prose and _is_prose(response)
+        else:
+            if not cut_off or attempt == 2 or sent >= MAX_PLAN_REQUESTS:
+                if cut_off:
+                    draft.warnings.insert(0, CUT_OFF_WARNING)
+                for warning in draft.warnings:
+                    await ctx.emit("crew_plan.warning", {"message": warning})
+                return draft
+            answered_prose = False
+        if attempt == 2 or sent >= MAX_PLAN_REQUESTS:
+            break
+        said = {"role": "assistant", "content": response.content or _tool_args(response, book)}
+        if cut_off:
+            # Twice the room it had (its answer's length), and fewer steps asked for.
+            room = response.completion_tokens * 2 if response.completion_tokens else None
+            repair = book.render("crew_plan_cut_off")
+            request = dataclasses.replace(request, max_tokens=room or request.max_tokens)
+            answered_prose = False
+        else:
+            repair = book.render("crew_plan_repair", error=error)
+        request = dataclasses.replace(
+            request, messages=[*request.messages, said, {"role": "user", "content": repair}]
+        )
+    if answered_prose:
+        message = PROSE_FAILURE
+    elif cut_off:
+        message = "The planner's answer was cut off at its length limit twice; no plan could be read from it."
+    else:
+        message = f"The planner's answer could not be used: {error}."
     await ctx.emit("crew_plan.failed", {"error": message})
     raise CrewPlanError(message)
+
+
+PLAN_SHAPE = Shape(
+    name=SUBMIT_TOOL,
+    schema=PLAN_SCHEMA,
+    description="Submit the step-by-step plan for every task.",
+    tool=True,
+)
+CUT_OFF_WARNING = (
+    "The planner's answer was cut off at its length limit: the last task's steps may be incomplete."
+)
+PROSE_FAILURE = (
+    "The planning model answered in prose instead of the JSON plan it was asked for, so no plan "
+    "could be drafted. A model this small may not be able to plan: choose another planning LLM, "
+    "or let the crew run without a plan."
+)
+
+
+def _is_prose(response: LLMResponse) -> bool:
+    """An answer with no JSON in it at all: a model that did not try the format."""
+    if response.tool_calls:
+        return False
+    text = response.content or ""
+    return extract_json_object(text) is None and extract_json_array(text) is None
 
 
 def _tool_args(response: LLMResponse, book: PromptBook) -> str:

@@ -24,6 +24,7 @@ from crews.run_view.state import (
     LogRow,
     Note,
     PlanSegment,
+    Rejected,
     Step,
     TaskView,
     ToolCall,
@@ -49,7 +50,7 @@ from crews.run_view.text import (
 
 __all__ = [
     "ACTIVE", "FINISHED", "RUN_SCOPE", "RUN_STATUS_TONE", "STEP_STATUS_TONE", "TASK_STATUS_TONE",
-    "Approval", "Change", "Deviation", "Feedback", "LLMCall", "LogRow", "Note", "PlanSegment", "RunView",
+    "Approval", "Change", "Deviation", "Feedback", "LLMCall", "LogRow", "Note", "PlanSegment", "Rejected", "RunView",
     "Step", "TaskView", "ToolCall", "_markdown_html", "crew_plan_steps", "delta_target", "dom_key",
     "duration_text", "fold_events", "llm_call_url", "markdown", "parts", "plan_key", "render_event_html",
     "run_duration", "run_status_label", "step_result_url", "tokens_text",

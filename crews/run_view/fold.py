@@ -20,7 +20,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_lazy, ngettext
 
 from crews.models import Run, RunEvent, RunTask
 from crews.run_view.fold_tasks import TaskEvents, crew_plan_steps, plan_key
@@ -28,6 +28,7 @@ from crews.run_view.state import (
     Change,
     LLMCall,
     LogRow,
+    PlanSegment,
     Step,
     TaskView,
     ToolCall,
@@ -91,12 +92,13 @@ class RunView(TaskEvents, UsageAndOutput):
                 task.status, task.output, task.reused = "done", row.output, True
             self.tasks.append(task)
             self.by_id[row.task_id_snapshot] = task
+        # The scope's name is lazy: a socket's view is built before it knows its reader's language.
         if self.is_agent_run:
             agent = (run.snapshot or {}).get("agent") or {}
             self.scope = TaskView(key=RUN_SCOPE, task_id=None, number=None, run_id=run.pk,
-                                  name=agent.get("name") or _("Agent"), agent=agent.get("role", ""))
+                                  name=agent.get("name") or gettext_lazy("Agent"), agent=agent.get("role", ""))
         else:
-            self.scope = TaskView(key=RUN_SCOPE, task_id=None, number=None, name=_("Crew plan"), crew_plan={},
+            self.scope = TaskView(key=RUN_SCOPE, task_id=None, number=None, name=gettext_lazy("Crew plan"), crew_plan={},
                                   run_id=run.pk)
         self._open_llm: dict[tuple[str, str], list[LLMCall]] = {}
         self._open_tools: dict[tuple[str, str], list[ToolCall]] = {}
@@ -180,6 +182,11 @@ class RunView(TaskEvents, UsageAndOutput):
     def show_scope(self) -> bool:
         """A crew's run scope (its plan, its manager) is shown once it has something to show."""
         return self.is_agent_run or self.scope.has_content or bool(self.scope.crew_plan)
+
+    @property
+    def forced_tasks(self) -> list[str]:
+        """The tasks whose answer was forced: a run that succeeds with them says so."""
+        return [str(task.name) for task in self.all_tasks if task.forced]
 
     @property
     def unpriced(self) -> str:
@@ -307,8 +314,8 @@ class RunView(TaskEvents, UsageAndOutput):
 
     def _reset_task(self, task: TaskView) -> None:
         task.plan, task.activity, task.approvals, task.feedback = [], [], [], None
-        task.output = task.error = ""
-        task.output_seq = 0
+        task.output = task.error = task.forced = ""
+        task.output_seq = task.turn = task.max_turns = 0
         task.reused = False
         for key in [k for k in self._steps if k[0] == task.key]:
             del self._steps[key]
@@ -349,6 +356,19 @@ class RunView(TaskEvents, UsageAndOutput):
         self.waiting = None
         self._set_status("cancelling")
 
+    def _stop_unfinished_plans(self, task: TaskView) -> None:
+        """A plan still being drafted and a step still working stop with the run."""
+        for item in task.plan:
+            if not isinstance(item, PlanSegment):
+                continue
+            if item.status == "drafting":
+                item.status = "stopped"
+                self._emit(Change("plan-item", {"item": item, "task": task}))
+            for step in item.steps:
+                if step.status == "running":
+                    step.status = "stopped"
+                    self._emit(Change("step-head", {"step": step, "task": task}))
+
     def on_run_resumed(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
         self.notice_reason = ""
         self._set_status("queued")
@@ -365,14 +385,18 @@ class RunView(TaskEvents, UsageAndOutput):
             self._emit(Change("run-output", {}))
         if status == "failed":
             self.error = message_of(data.get("error"))
-        # What was in progress ends with the run.
+        # What was in progress ends with the run: no "Drafting", "Planning…" or working step after it.
         end_task = {"succeeded": "done", "failed": "failed", "cancelled": "stopped", "interrupted": "waiting"}[status]
+        drafting = self.scope.drafting
         for task in self.all_tasks:
+            self._stop_unfinished_plans(task)
             if self.is_agent_run and task is self.scope and status in ("succeeded", "failed"):
                 task.output, task.error = self.output, self.error
                 self._task_status(task, end_task, answer=True)
             elif task.status == "running":
                 self._task_status(task, "stopped" if status != "interrupted" else "waiting", answer=True)
+            elif task.status == "waiting" and task.task_id is not None and status in ("cancelled", "failed"):
+                self._task_status(task, "not_run")  # it never started, and now never will
             if task.feedback is not None and task.feedback.status == "pending":
                 task.feedback.status = "closed"
                 self._emit(Change("task-prompt", {"task": task}))
@@ -389,6 +413,13 @@ class RunView(TaskEvents, UsageAndOutput):
                     llm.status = "failed"
                     self._emit(Change("entry", {"entry": llm}))
         self._open_llm.clear()
+        for tools in self._open_tools.values():  # a tool cut short by the stop says so
+            for tool in tools:
+                tool.status = "failed"
+                self._emit(Change("entry", {"entry": tool}))
+        self._open_tools.clear()
+        if drafting:
+            self._crew_plan(status="failed" if status == "failed" else "stopped")
         self._set_status(status)
         self._emit_run_parts()
         self._update_rerunnable()
@@ -454,6 +485,10 @@ _HANDLERS: dict[str, Any] = {
     "approval.resolved": RunView.on_approval_resolved,
     "feedback.requested": RunView.on_feedback_requested,
     "feedback.received": RunView.on_feedback_received,
+    "react.turn": RunView.on_react_turn,
+    "react.format_error": RunView.on_react_rejected,
+    "react.stuck": RunView.on_react_rejected,
+    "react.forced_answer": RunView.on_react_forced_answer,
 }
 
 

@@ -24,6 +24,7 @@ from crews.run_view.state import (
     LLMCall,
     Note,
     PlanSegment,
+    Rejected,
     Step,
     TaskView,
     ToolCall,
@@ -56,7 +57,7 @@ class TaskEvents:
             state["url"] = plan_url(values["plan_id"])
         status = state.get("status", "running")
         self.scope.status = {"drafting": "running", "failed": "failed", "drafted": "drafted",
-                             "approved": "approved"}.get(status, "running")
+                             "approved": "approved", "stopped": "stopped"}.get(status, "running")
         self._emit(Change("task-head", {"task": self.scope}))
 
     def on_crew_plan_started(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
@@ -426,6 +427,33 @@ class TaskEvents:
         text = _("Budget reached: %(limit)s (used %(used)s of %(allowed)s).") % {
             "limit": text_of(data.get("limit")), "used": text_of(data.get("used")), "allowed": text_of(data.get("allowed"))}
         self._note(task, step_id if (task.key, step_id) in self._steps else None, Note(seq, text, "danger"))
+
+    # The agent's loop: its turns, the replies it could not use, a forced answer ---------------
+
+    def on_react_turn(self, seq: int, task_id: Any, step_id: str | None, data: dict[str, Any], at: datetime | None) -> None:
+        task = self.task_for(task_id)
+        step = self._steps.get((task.key, step_id)) if step_id else None
+        holder: Step | TaskView = step if step is not None else task
+        holder.turn, holder.max_turns = int(data.get("turn") or 0), int(data.get("max_turns") or 0)
+        if step is not None:
+            self._emit(Change("step-head", {"step": step, "task": task}))
+        else:
+            self._emit(Change("task-head", {"task": task}))
+
+    def on_react_rejected(self, seq: int, task_id: Any, step_id: str | None, data: dict[str, Any], at: datetime | None) -> None:
+        """``react.format_error`` and ``react.stuck``: the model's reply, kept for people to read."""
+        task = self.task_for(task_id)
+        entry = Rejected(seq=seq, turn=int(data.get("turn") or 0), max_turns=int(data.get("max_turns") or 0),
+                         error=text_of(data.get("error") or data.get("reason")), reply=text_of(data.get("reply")),
+                         reply_chars=int(data.get("reply_chars") or 0), repeats=int(data.get("repeats") or 0))
+        self._add_entry(task, step_id, entry)
+
+    def on_react_forced_answer(self, seq: int, task_id: Any, step_id: str | None, data: dict[str, Any], at: datetime | None) -> None:
+        task = self.task_for(task_id)
+        task.forced = "repeated" if data.get("reason") == "repeated" else "max_turns"
+        task.max_turns = int(data.get("max_turns") or task.max_turns)
+        self._emit(Change("task-head", {"task": task}))
+        self._emit(Change("task-answer", {"task": task}))
 
     # People -----------------------------------------------------------------------------------
 

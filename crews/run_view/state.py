@@ -15,6 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from django.utils.safestring import SafeString
 from django.utils.translation import get_language, ngettext
+from django.utils.translation import gettext as _
 
 from crews.run_view.text import (
     STEP_STATUS_TONE,
@@ -148,6 +149,37 @@ class Note:
         return SafeString(parts().note(self, oob))
 
 
+@dataclass(slots=True, eq=False)
+class Rejected:
+    """A reply the agent's loop could not use (``react.format_error``), or the one it kept sending
+    (``react.stuck``, with ``repeats``): shown collapsed, as the model wrote it."""
+
+    kind: ClassVar[str] = "rejected"
+    seq: int
+    turn: int
+    max_turns: int
+    error: str  # what the model was told, or (stuck) why the loop stopped
+    reply: str  # its start, when it was long
+    reply_chars: int = 0
+    repeats: int = 0
+
+    @property
+    def dom_id(self) -> str:
+        return f"rejected-{self.seq}"
+
+    @property
+    def status(self) -> str:
+        return "stuck" if self.repeats else "format_error"
+
+    @property
+    def more(self) -> int:
+        """Characters of the reply the event did not keep."""
+        return max(0, self.reply_chars - len(self.reply))
+
+    def html(self, oob: bool = False) -> SafeString:
+        return SafeString(parts().rejected(self, words(), oob))
+
+
 def entries_html(entries: list[Any], into: str | None = None) -> SafeString:
     """A list's items (LLM calls, tool calls, notes), each rendered by its own ``html()``."""
     return SafeString(parts().entries([entry.html() for entry in entries], into))
@@ -189,6 +221,8 @@ class Step:
     activity: list[Any] = field(default_factory=list)
     task_key: str = ""  # its task's key and its run, for its ids and its result's URL
     run_id: int = 0
+    turn: int = 0  # the agent's loop on it: turn N of max_turns (react.turn)
+    max_turns: int = 0
 
     @property
     def key(self) -> str:
@@ -352,6 +386,9 @@ class TaskView(UsageAndOutput):
     rerunnable: bool = False  # "Run again from this task" makes sense (earlier tasks are done)
     crew_plan: dict[str, Any] | None = None  # the run scope of a crew: the crew plan's state
     run_id: int = 0  # for its answer's URL
+    turn: int = 0  # the agent's loop on it: turn N of max_turns (react.turn)
+    max_turns: int = 0
+    forced: str = ""  # why its answer was forced (react.forced_answer): max_turns | repeated
 
     @property
     def tone(self) -> str:
@@ -391,6 +428,17 @@ class TaskView(UsageAndOutput):
         text = ngettext("%(n)s LLM call · %(tokens)s tokens · %(cost)s",
                         "%(n)s LLM calls · %(tokens)s tokens · %(cost)s", self.llm_calls)
         return text % {"n": self.llm_calls, "tokens": self.tokens, "cost": self.cost}
+
+    @property
+    def forced_text(self) -> str:
+        """The warning above a forced answer."""
+        if not self.forced:
+            return ""
+        if self.forced == "repeated":
+            return _("Forced answer: the model kept sending the same reply, so it was asked once for "
+                     "its best answer. Check it before you rely on it.")
+        return _("Forced answer: the agent used all %(n)s turns without giving an answer, so it was "
+                 "asked once for its best answer. Check it before you rely on it.") % {"n": self.max_turns}
 
     @property
     def has_content(self) -> bool:

@@ -40,10 +40,9 @@ def markdown(text: str) -> SafeString:
     return mark_safe(_markdown_html(text or ""))  # noqa: S308 - cleaned by nh3 below
 
 
-@functools.lru_cache(maxsize=4096)
 def _markdown_html(text: str) -> str:
-    # Pure and costly (over half of a long run page): the page, its replays and every live
-    # re-render of a task show the same step results again and again.
+    # Not memoised: step results load when their disclosure opens, so a page renders only its
+    # answers; a memo saved 4 % of a repeated view (bench/README.md, "What each hand-made piece").
     html = _md.render(text)
     clean = nh3.clean(
         html, tags=_TAGS, attributes=_ATTRIBUTES, url_schemes={"http", "https", "mailto"},
@@ -146,11 +145,11 @@ RUN_STATUS_TONE = {
 }
 TASK_STATUS_TONE = {
     "waiting": "muted", "running": "info", "done": "success", "failed": "danger", "skipped": "muted",
-    "stopped": "muted", "drafted": "info", "approved": "success",
+    "stopped": "muted", "not_run": "muted", "drafted": "info", "approved": "success",
 }
 STEP_STATUS_TONE = {
     "pending": "muted", "running": "info", "completed": "success", "failed": "danger",
-    "timed_out": "danger", "iteration_exhausted": "danger", "skipped": "muted",
+    "timed_out": "danger", "iteration_exhausted": "danger", "skipped": "muted", "stopped": "muted",
 }
 
 
@@ -165,13 +164,13 @@ def _labels_now() -> dict[str, dict[str, str]]:
     return {
         "task": {
             "waiting": _("Waiting"), "running": _("Running"), "done": _("Done"), "failed": _("Failed"),
-            "skipped": _("Skipped"), "stopped": _("Stopped"), "drafted": _("Drafted"),
+            "skipped": _("Skipped"), "stopped": _("Stopped"), "not_run": _("Not run"), "drafted": _("Drafted"),
             "approved": _("Approved"),
         },
         "step": {
             "pending": _("To do"), "running": _("Working"), "completed": _("Done"), "failed": _("Failed"),
             "timed_out": _("Timed out"), "iteration_exhausted": _("Ran out of iterations"),
-            "skipped": _("Skipped"),
+            "skipped": _("Skipped"), "stopped": _("Stopped"),
         },
         "purpose": {
             "crew_plan": _("crew plan"), "agent_plan": _("planning"), "refine": _("refining the plan"),
@@ -209,6 +208,12 @@ def _labels_now() -> dict[str, dict[str, str]]:
             "failed": _("failed"), "cached": _("from the cache"), "done": _("done"),
             "arguments": _("Arguments"), "output": _("Output"), "error": _("Error"),
             "show_sent": _("Show what the model was sent and its reply"),
+            # the agent's loop: its turns, replies it could not use, a plan or step the run stopped
+            "turn": _("turn %(turn)s of %(max)s"), "forced": _("Forced answer"),
+            "rejected": _("Reply not understood (turn %(turn)s of %(max)s)"),
+            "stuck": _("Stopped at turn %(turn)s of %(max)s: the same reply %(n)s times in a row"),
+            "model_wrote": _("What the model wrote"), "empty_reply": _("(an empty reply)"),
+            "more_chars": _("… and %(n)s more characters"), "stopped": _("Stopped"),
         },
     }
 

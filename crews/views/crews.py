@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from agents import selectors as agent_selectors
 from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post, require_builder
 from crews import selectors, services
+from crews.diagram import crew_diagram, manager_label
 from crews.forms import CrewForm, TaskForm
 from crews.models import Crew
 from crews.views.plans import kickoff_context
@@ -71,6 +72,7 @@ def crew_detail(request: HtmxHttpRequest, crew_id: int) -> HttpResponse:
         template += "#task-list"
     else:
         context.update(kickoff_context(request, crew))
+        context["diagram"] = crew_diagram(context["tasks"], manager=manager_label(crew))
     return render(request, template, context)
 
 

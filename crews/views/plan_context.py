@@ -34,6 +34,7 @@ from django_htmx.http import reswap, retarget
 
 from agents.views import HtmxHttpRequest, redirect_after_post
 from crews import plans, selectors
+from crews.diagram import crew_diagram, manager_label
 from crews.models import Plan, Run, Task
 from crews.plan_view import EditorParts, StepRow, VersionRow
 from planner_site.errors import Conflict, DomainError, TooMany
@@ -53,6 +54,7 @@ class TaskSection:
     regenerating: bool = False
     error: str = ""
     notice: str = ""
+    gap: str = ""  # why the task is not ready to approve (``plans.plan_gaps``), if it is not
     undo: dict[str, Any] | None = None
     urls: dict[str, str] = field(default_factory=dict)  # its forms' targets (EditorParts.task_urls)
 
@@ -134,6 +136,15 @@ def editor_context(request: HtmxHttpRequest, plan: Plan, *, notes: Mapping[int, 
     }
     if task_id is None:
         context["step_count"] = sum(len(s.steps) for s in sections)
+        # The whole editor shows the crew's picture with each task's step count (the order's
+        # arrows and the context links: one query for the links the editor does not read).
+        context["diagram"] = crew_diagram(tasks, steps={s.task.pk: len(s.steps) for s in sections},
+                                          context=selectors.crew_context_links(crew=crew), manager=manager_label(crew))
+    # Tasks without real steps: flagged at the task, and Approve says what is missing (the head
+    # comes along with every save, so the whole plan is checked, not only the section shown).
+    context["gaps"] = gaps = plans.plan_gaps(plan) if plan.status in EDITABLE else {}
+    for section in sections:
+        section.gap = gaps.get(section.task.pk, "")
     if saved_from is not None and plan.version == saved_from:
         context["versions_oob"] = ""  # nothing saved: the list on the page is the current one
     elif saved_from and plan.version == saved_from + 1:

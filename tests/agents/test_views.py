@@ -303,9 +303,9 @@ def test_demo_banner_shows_until_an_admin_sets_a_real_default(
     builder_client, admin_client = signed_in(builder), signed_in(admin_user)
     page = builder_client.get(reverse("crews:crew-list")).content.decode()
     assert "offline demo model is in use" in page
-    assert reverse("admin:agents_llm_changelist") not in page
+    assert reverse("agents:llm-list") not in page
     assert (
-        reverse("admin:agents_llm_changelist")
+        reverse("agents:llm-list")
         in admin_client.get(reverse("agents:agent-list")).content.decode()
     )
 

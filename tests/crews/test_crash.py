@@ -34,7 +34,7 @@ def test_a_killed_run_is_interrupted_then_resumes_from_its_first_unfinished_task
         try:
             # Research done, Report's request in flight (the server holds it): kill the worker.
             wait_for(lambda: replies.counts.get("Report") == 1 or process.poll() is not None,
-                     timeout=30, what="the second task's LLM request")
+                     timeout=90, what="the second task's LLM request")
             process.send_signal(signal.SIGKILL)
             assert process.wait(timeout=10) == -signal.SIGKILL
         finally:

@@ -136,7 +136,7 @@ def test_ctrl_c_stops_the_run_and_no_llm_request_follows(builder):
         process = kickoff_process(str(crew.pk), "--input", "topic=tides")
         try:
             wait_for(lambda: server.request_count == 1 or process.poll() is not None,
-                     timeout=30, what="the first LLM request")
+                     timeout=90, what="the first LLM request")  # a cold litellm import under load
             process.send_signal(signal.SIGINT)
             code = process.wait(timeout=20)
         finally:
@@ -160,7 +160,7 @@ def test_sigterm_leaves_the_run_interrupted_for_a_resume(builder):
         process = kickoff_process(str(crew.pk), "--input", "topic=tides")
         try:
             wait_for(lambda: server.request_count == 2 or process.poll() is not None,
-                     timeout=30, what="the second task's LLM request")
+                     timeout=90, what="the second task's LLM request")
             process.send_signal(signal.SIGTERM)
             code = process.wait(timeout=20)
         finally:

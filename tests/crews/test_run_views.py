@@ -792,7 +792,8 @@ def test_a_resumed_run_starts_its_interrupted_task_over_and_its_clock_skips_the_
     view = RunView.build(run)
 
     assert interrupted.status == "interrupted" and interrupted.tasks[0].status == "waiting"
-    assert not interrupted.clock_running and interrupted.tasks[0].steps[0].status == "running"
+    # Its step no longer works (no spinner) but is still there until the resumed run starts over.
+    assert not interrupted.clock_running and interrupted.tasks[0].steps[0].status == "stopped"
     assert view.status == "running" and view.tasks[0].status == "running" and view.tasks[0].plan == []
     assert view.elapsed_seconds is not None and view.elapsed_seconds < 60
 

@@ -810,11 +810,11 @@ def _deltas_of_a_run(builder: Any, server: FakeLLMServer, *, followed: bool) -> 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_llm_call_nobody_follows_goes_out_unstreamed_and_sends_no_deltas(builder):
+def test_an_llm_call_nobody_follows_still_streams_but_sends_no_deltas(builder):
     with FakeLLMServer() as server:
         deltas = _deltas_of_a_run(builder, server, followed=False)
 
-        assert [r.stream for r in server.requests] == [False]
+        assert [r.stream for r in server.requests] == [True]  # so that a stop can close it
         assert deltas == []
 
 
