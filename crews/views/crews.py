@@ -40,10 +40,13 @@ def _input_rows(crew: Crew) -> list[dict[str, Any]]:
 
 
 def _task_list_context(request: HtmxHttpRequest, crew: Crew) -> dict[str, Any]:
+    tasks = selectors.crew_tasks(crew=crew)
     return {
         "crew": crew,
-        "tasks": selectors.crew_tasks(crew=crew),
+        "tasks": tasks,
         "can_edit": selectors.crew_can_write(user=request.user, crew=crew),
+        # Drawn with the task list, so a task added, moved or deleted redraws it too.
+        "diagram": crew_diagram(tasks, manager=manager_label(crew)),
     }
 
 
@@ -72,7 +75,6 @@ def crew_detail(request: HtmxHttpRequest, crew_id: int) -> HttpResponse:
         template += "#task-list"
     else:
         context.update(kickoff_context(request, crew))
-        context["diagram"] = crew_diagram(context["tasks"], manager=manager_label(crew))
     return render(request, template, context)
 
 

@@ -85,3 +85,14 @@ def test_the_plan_editor_shows_each_tasks_step_count_in_the_diagram(builder: Any
     counts = [int(n) for n in re.findall(r'class="diagram__steps"[^>]*>(\d+) steps?<', svg)]
     assert counts == [len(steps(plan, task)) for task in crew.tasks.order_by("order")] and len(counts) == 4
     assert all(counts) and svg.count('class="diagram__link"') == 1
+
+
+def test_moving_a_task_with_htmx_redraws_the_diagram_out_of_band(builder: Any) -> None:
+    crew = four_tasks(builder)
+    orphan = crew.tasks.get(name="Orphan")
+    answer = signed_in(builder).post(reverse("crews:task-move", args=[orphan.pk]), {"direction": "up"},
+                                     HTTP_HX_REQUEST="true").content.decode()
+
+    oob = answer[answer.index('<div id="crew-diagram-slot" hx-swap-oob="true">'):]
+    titles = re.findall(r'class="diagram__title"[^>]*>(\d+\. \w+)<', oob)
+    assert titles == ["1. Research", "2. Outline", "3. Orphan", "4. Draft"]
