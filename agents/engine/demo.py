@@ -330,7 +330,7 @@ def _react(request: LLMRequest) -> DemoAnswer:
             answer += f" The tool returned: {_clip(result, 200)}."
         answer += "\n\n(Offline demo model: a real LLM would do this step's work here.)"
     else:
-        answer = _deliverable(task, expected, text)
+        answer = _deliverable(_section(text, "Overall task") or task, expected, text)
         if result is not None:
             answer += f"\n\nThe tool returned: {_clip(result, 200)}."
         answer += "\n\n" + DEMO_NOTE
@@ -399,7 +399,7 @@ _NUMBER_WORDS = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight"
 def _deliverable(task: str, expected: str, text: str) -> str:
     """A templated but specific answer shaped by the expected output: a list of as many points
     as it asks for, a report with a section per point of the context it received, or a table."""
-    subject = _subject(task, expected)
+    subject = _subject(task, expected) or _subject(_received_text(text), "") or "the task"
     year = _find(r"current year is[ \t]*(\d{4})", text)
     lowered = expected.lower()
     points = [
@@ -416,7 +416,8 @@ def _deliverable(task: str, expected: str, text: str) -> str:
             f"as it bears on {subject}: what is known, what it means for the reader, and what to do next."
             for point in received[:10]
         )
-        return f"# {subject[0].upper() + subject[1:]}: a report\n\n{sections}"
+        title = f"{subject[0].upper() + subject[1:]}: a report" if subject != "the task" else "Report"
+        return f"# {title}\n\n{sections}"
     if any(word in lowered for word in ("list", "bullet", "points")):
         count = _count(expected)
         return "\n".join(f"- {p[0].upper() + p[1:]}." for p in (points * 2)[:count])
@@ -424,11 +425,12 @@ def _deliverable(task: str, expected: str, text: str) -> str:
 
 
 def _subject(task: str, expected: str) -> str:
+    """What the task is about ("research about AI LLMs"), or "" when it does not say."""
     for source in (expected, task):
         found = re.search(r"\babout ([^.,;:\n]{2,60})", source)
         if found:
             return found.group(1).strip().rstrip(".")
-    return _clip(task, 60).rstrip(".") or "the task"
+    return ""
 
 
 def _count(expected: str) -> int:
@@ -439,9 +441,14 @@ def _count(expected: str) -> int:
     return max(1, min(10, int(word) if word.isdigit() else _NUMBER_WORDS[word]))
 
 
+def _received_text(text: str) -> str:
+    """The context a task received from earlier tasks, as the engine's prompts lay it out."""
+    return _find(r"(?m)^(?:##[ \t]*)?(?:Context|This is the context you're working with)[^\n]*\n(.*?)(?=\n##[ \t]|\Z)", text)
+
+
 def _received_points(text: str) -> list[str]:
     """The bullet points of the context a task received (an earlier task's list)."""
-    context = _find(r"(?m)^(?:##[ \t]*)?(?:Context|This is the context you're working with)[^\n]*\n(.*?)(?=\n##[ \t]|\Z)", text)
+    context = _received_text(text)
     return [m.group(1).strip().rstrip(".") for m in re.finditer(r"(?m)^[ \t]*[-*][ \t]+(.+)$", context or text)][:10]
 
 

@@ -384,3 +384,16 @@ async def test_the_same_request_always_gets_the_same_answer(
     first = await complete(purpose, messages, tools=tools)
     second = await complete(purpose, messages, tools=tools)
     assert first == second
+
+
+async def test_the_last_approved_step_writes_the_whole_tasks_deliverable_from_its_context() -> None:
+    text = PROMPTS.render(
+        "step_executor", **PERSONA,
+        description="Review the context you got and expand each topic into a full section for a report.",
+        expected_output="A fully fledged report with the main topics.",
+        context="- Open models caught up\n- Agents went mainstream", dependency_results="none",
+        step="Step 4: Check the deliverable against the expected output",
+    ) + "\n\n" + PROMPTS.text("step_last")
+    answer = (await complete("step", user(text))).content
+    assert answer.startswith("# Report") and "Step 4" not in answer.splitlines()[0]
+    assert "## Open models caught up" in answer and "## Agents went mainstream" in answer
