@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.engine import demo_reading as read
 from agents.engine.llm import DeltaCallback, LLMRequest, LLMResponse, Message, ToolCall
 
 __all__ = ["DEMO_MODEL", "DemoGateway", "Pace", "demo_answer"]
@@ -24,14 +24,8 @@ DEMO_NOTE = (
     "This answer comes from the offline demo model, which shapes a templated answer from the task "
     "instead of doing it; choose a real LLM to get real work done."
 )
-_CLIP = 160
 _WORDS_PER_DELTA = 3
 
-# A simple arithmetic expression such as "12 * 7" or "3.5+4". "-" and "/" need spaces around
-# them so dates (2024-01-05, 1/2/2024) and ranges are not taken for sums.
-_EXPRESSION = re.compile(
-    r"(?<![\w.])\d+(?:\.\d+)?(?:(?:\s*[*+×]\s*|\s+[-/]\s+)\d+(?:\.\d+)?)+(?![\w.])"
-)
 _TASK_HEADER = re.compile(r"^#{1,6}[ \t]*Task[ \t]+(\d+)[ \t]*[:.)-]?[ \t]*(.*)$", re.M | re.I)
 _PLAIN_TASK_HEADER = re.compile(r"^Task[ \t]+(\d+)[ \t]*:[ \t]*(.*)$", re.M | re.I)
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z _'-]{0,30}?)[ \t]*:[ \t]*(.*)$")
@@ -95,7 +89,7 @@ class DemoGateway:
             await asyncio.sleep(pace.first_token_seconds)
         streamed = request.stream and on_delta is not None
         if answer.content and (streamed or pace.tokens_per_second):
-            pieces = _word_chunks(answer.content, _WORDS_PER_DELTA) if streamed else [answer.content]
+            pieces = read.word_chunks(answer.content, _WORDS_PER_DELTA) if streamed else [answer.content]
             for piece in pieces:
                 if pace.tokens_per_second:
                     await asyncio.sleep(pace.seconds_for(piece))
@@ -104,7 +98,7 @@ class DemoGateway:
                     await on_delta(piece)
         if answer.tool_calls and pace.tokens_per_second:
             await asyncio.sleep(pace.seconds_for("".join(c.arguments for c in answer.tool_calls)))
-        prompt_chars = sum(_message_chars(m) for m in request.messages)
+        prompt_chars = sum(read.message_chars(m) for m in request.messages)
         answer_chars = len(answer.content) + sum(len(c.arguments) for c in answer.tool_calls)
         return LLMResponse(
             content=answer.content,
@@ -130,7 +124,7 @@ def demo_answer(request: LLMRequest) -> DemoAnswer:
     if purpose == "plan_execute_plan":
         return DemoAnswer(content=json.dumps(_plan_execute_steps(request)))
     if request.response_schema is not None:
-        return _json_answer(request, _fill_schema(request.response_schema, _task(request)[0]))
+        return _json_answer(request, _fill_schema(request.response_schema, read.task(request)[0]))
     if purpose in ("synthesis", "aggregate"):
         return DemoAnswer(content=_synthesis(request))
     return _react(request)
@@ -153,8 +147,8 @@ class _TaskBlock:
 
 
 def _crew_plan(request: LLMRequest) -> DemoAnswer:
-    text = _user_text(request.messages)
-    blocks = _task_blocks(text) or [_TaskBlock(1, "", {"description": _clip(text)})]
+    text = read.user_text(request.messages)
+    blocks = _task_blocks(text) or [_TaskBlock(1, "", {"description": read.clip(text)})]
     plans = [{"task_number": b.number, "steps": _crew_plan_steps(b)} for b in blocks]
     return _json_answer(request, {"plans": plans})
 
@@ -210,25 +204,25 @@ def _crew_plan_steps(block: _TaskBlock) -> list[str]:
     expected = block.get("expected output", "expected_output") or "the result the task asks for"
     tools = _tool_names(block.get("tools"))
     context = block.get("context")
-    sentences = _sentences(description)
+    sentences = read.sentences(description)
 
     optional: list[str] = []
     if context and context.strip().lower() not in ("none", "-"):
-        optional.append(f"Start from the results it receives: {_clip(context, 100)}")
+        optional.append(f"Start from the results it receives: {read.clip(context, 100)}")
     for tool in tools[:2]:
-        expression = _expression(description) if tool == "calculator" else None
+        expression = read.expression(description) if tool == "calculator" else None
         if expression:
             optional.append(f"Use the calculator tool to compute {expression}")
         else:
             optional.append(f"Use the {tool} tool where {label} needs it")
     if len(sentences) > 1:
-        parts = "; ".join(_clip(s, 70) for s in sentences[:3])
+        parts = "; ".join(read.clip(s, 70) for s in sentences[:3])
         optional.append(f"Cover each part of the brief in turn: {parts}")
 
     return [
-        f"Read {label} and list what it asks for: {_clip(description, 120)}",
+        f"Read {label} and list what it asks for: {read.clip(description, 120)}",
         *optional[:2],
-        f"Write the deliverable: {_clip(expected, 120)}",
+        f"Write the deliverable: {read.clip(expected, 120)}",
         "Check the deliverable against the expected output and fix any gap before handing it over",
     ]
 
@@ -237,32 +231,32 @@ def _crew_plan_steps(block: _TaskBlock) -> list[str]:
 
 
 def _agent_plan(request: LLMRequest) -> DemoAnswer:
-    task, expected = _task(request)
-    available = _section(_user_text(request.messages), "Available tools")
-    offered = [n for n in _function_names(request.tools) if n != "create_plan"]
+    task, expected = read.task(request)
+    available = read.section(read.user_text(request.messages), "Available tools")
+    offered = [n for n in read.function_names(request.tools) if n != "create_plan"]
     tools = _tool_names(available) + offered
-    expression = _expression(task)
+    expression = read.expression(task)
 
     steps: list[dict[str, Any]] = []
     if expression and "calculator" in tools:
         steps.append(
             _plan_step(1, f"Calculate {expression} with the calculator tool", "calculator")
         )
-    steps.append(_plan_step(len(steps) + 1, f"Work out what the task needs: {_clip(task, 120)}"))
-    sentences = _sentences(task)
+    steps.append(_plan_step(len(steps) + 1, f"Work out what the task needs: {read.clip(task, 120)}"))
+    sentences = read.sentences(task)
     if len(sentences) > 1:
-        parts = "; ".join(_clip(s, 60) for s in sentences[:3])
+        parts = "; ".join(read.clip(s, 60) for s in sentences[:3])
         steps.append(_plan_step(len(steps) + 1, f"Cover each part of the task: {parts}"))
-    final = f"Write the final answer as the expected output asks: {_clip(expected, 120)}"
+    final = f"Write the final answer as the expected output asks: {read.clip(expected, 120)}"
     steps.append(_plan_step(len(steps) + 1, final, depends_on=[s["number"] for s in steps]))
 
     plan = {
-        "plan": f"Offline demo plan in {len(steps)} steps for: {_clip(task, 100)}",
+        "plan": f"Offline demo plan in {len(steps)} steps for: {read.clip(task, 100)}",
         "steps": steps,
         "ready": True,
     }
-    if "create_plan" in _function_names(request.tools):
-        return DemoAnswer(tool_calls=[_tool_call("create_plan", plan)])
+    if "create_plan" in read.function_names(request.tools):
+        return DemoAnswer(tool_calls=[read.tool_call("create_plan", plan)])
     return DemoAnswer(content=json.dumps(plan, indent=2) + "\n\nREADY")
 
 
@@ -278,10 +272,10 @@ def _plan_step(
 
 
 def _observation(request: LLMRequest) -> dict[str, Any]:
-    result = _section(_user_text(request.messages), "Its result")
+    result = read.section(read.user_text(request.messages), "Its result")
     learned = "The step finished"
     if result:
-        learned += f" and produced: {_clip(result, 100)}"
+        learned += f" and produced: {read.clip(result, 100)}"
     return {
         "success": True,
         "learned": learned + " (offline demo model review).",
@@ -294,15 +288,15 @@ def _observation(request: LLMRequest) -> dict[str, Any]:
 
 
 def _plan_execute_steps(request: LLMRequest) -> list[dict[str, Any]]:
-    task, expected = _task(request)
+    task, expected = read.task(request)
     actions: list[str] = []
-    expression = _expression(task)
-    if expression and "calculator" in _function_names(request.tools) + _tool_names(
-        _section(_all_text(request.messages), "Available tools")
+    expression = read.expression(task)
+    if expression and "calculator" in read.function_names(request.tools) + _tool_names(
+        read.section(read.all_text(request.messages), "Available tools")
     ):
         actions.append(f"Calculate {expression} with the calculator tool")
-    actions.append(f"Work out what the task needs: {_clip(task, 120)}")
-    actions.append(f"Write the final answer: {_clip(expected, 120)}")
+    actions.append(f"Work out what the task needs: {read.clip(task, 120)}")
+    actions.append(f"Write the final answer: {read.clip(expected, 120)}")
     return [{"step": n, "action": a} for n, a in enumerate(actions, start=1)]
 
 
@@ -310,29 +304,29 @@ def _plan_execute_steps(request: LLMRequest) -> list[dict[str, Any]]:
 
 
 def _react(request: LLMRequest) -> DemoAnswer:
-    task, expected = _task(request)
-    result = _tool_result(request.messages)
+    task, expected = read.task(request)
+    result = read.tool_result(request.messages)
     framed = _wants_final_answer(request.messages)
     if result is None:
         call = _tool_to_call(request, task)
         if call is not None:
             return call
-    text = _user_text(request.messages)
+    text = read.user_text(request.messages)
     if _is_step(text) and not _is_last_step(text):
         about = re.search(r"\babout ([^.,;:\n]{2,60})", f"{expected}\n{text}")
         subject = about.group(1).strip() if about else "the task"
         answer = (
-            f"Done: {_clip(task, 200).rstrip('.')}.\n\nWhat this step found for {subject}: the points "
+            f"Done: {read.clip(task, 200).rstrip('.')}.\n\nWhat this step found for {subject}: the points "
             f"that matter most, the open questions a later step should settle, and what the final "
             f"answer needs from here."
         )
         if result is not None:
-            answer += f" The tool returned: {_clip(result, 200)}."
+            answer += f" The tool returned: {read.clip(result, 200)}."
         answer += "\n\n(Offline demo model: a real LLM would do this step's work here.)"
     else:
-        answer = _deliverable(_section(text, "Overall task") or task, expected, text)
+        answer = _deliverable(read.section(text, "Overall task") or task, expected, text)
         if result is not None:
-            answer += f"\n\nThe tool returned: {_clip(result, 200)}."
+            answer += f"\n\nThe tool returned: {read.clip(result, 200)}."
         answer += "\n\n" + DEMO_NOTE
     if not framed:
         return DemoAnswer(content=answer)
@@ -343,15 +337,15 @@ def _react(request: LLMRequest) -> DemoAnswer:
 def _tool_to_call(request: LLMRequest, task: str) -> DemoAnswer | None:
     """The one tool call the demo makes before answering: the calculator for a sum in the task,
     else a catalogue tool without required arguments that the task or step names."""
-    expression = _expression(task)
-    calculator = _calculator(request.tools)
+    expression = read.expression(task)
+    calculator = read.calculator(request.tools)
     if expression and calculator is not None:
         name, argument = calculator
         return DemoAnswer(
             content="Thought: I will compute this with the calculator.",
-            tool_calls=[_tool_call(name, {argument: expression})],
+            tool_calls=[read.tool_call(name, {argument: expression})],
         )
-    if expression and not request.tools and _text_protocol_offers(request.messages, "calculator"):
+    if expression and not request.tools and read.text_protocol_offers(request.messages, "calculator"):
         action_input = json.dumps({"expression": expression})
         return DemoAnswer(
             content="Thought: I will compute this with the calculator.\n"
@@ -362,14 +356,14 @@ def _tool_to_call(request: LLMRequest, task: str) -> DemoAnswer | None:
         name = function.get("name")
         required = (function.get("parameters") or {}).get("required") or []
         if isinstance(name, str) and name != "calculator" and not required and name in task:
-            return DemoAnswer(content=f"Thought: I will use the {name} tool.", tool_calls=[_tool_call(name, {})])
+            return DemoAnswer(content=f"Thought: I will use the {name} tool.", tool_calls=[read.tool_call(name, {})])
     return None
 
 
 def _wants_final_answer(messages: list[Message]) -> bool:
     """Whether the prompt asks for the ReAct format (an agent without tools is asked for the
     answer alone)."""
-    return "Final Answer:" in _user_text(messages)
+    return "Final Answer:" in read.user_text(messages)
 
 
 def _is_step(text: str) -> bool:
@@ -400,7 +394,7 @@ def _deliverable(task: str, expected: str, text: str) -> str:
     """A templated but specific answer shaped by the expected output: a list of as many points
     as it asks for, a report with a section per point of the context it received, or a table."""
     subject = _subject(task, expected) or _subject(_received_text(text), "") or "the task"
-    year = _find(r"current year is[ \t]*(\d{4})", text)
+    year = read.find(r"current year is[ \t]*(\d{4})", text)
     lowered = expected.lower()
     points = [
         aspect.format(s=subject, year=f" ({year})" if year else "") for aspect in _ASPECTS
@@ -412,7 +406,7 @@ def _deliverable(task: str, expected: str, text: str) -> str:
     if any(word in lowered for word in ("report", "section")):
         received = _received_points(text) or points[:5]
         sections = "\n\n".join(
-            f"## {_clip(point, 90)}\n\nThis section expands on {_clip(point, 90).rstrip('.')}, "
+            f"## {read.clip(point, 90)}\n\nThis section expands on {read.clip(point, 90).rstrip('.')}, "
             f"as it bears on {subject}: what is known, what it means for the reader, and what to do next."
             for point in received[:10]
         )
@@ -421,7 +415,7 @@ def _deliverable(task: str, expected: str, text: str) -> str:
     if any(word in lowered for word in ("list", "bullet", "points")):
         count = _count(expected)
         return "\n".join(f"- {p[0].upper() + p[1:]}." for p in (points * 2)[:count])
-    return f'Offline demo answer for the task "{_clip(task)}". Expected output: {_clip(expected).rstrip(".")}.'
+    return f'Offline demo answer for the task "{read.clip(task)}". Expected output: {read.clip(expected).rstrip(".")}.'
 
 
 def _subject(task: str, expected: str) -> str:
@@ -443,7 +437,7 @@ def _count(expected: str) -> int:
 
 def _received_text(text: str) -> str:
     """The context a task received from earlier tasks, as the engine's prompts lay it out."""
-    return _find(r"(?m)^(?:##[ \t]*)?(?:Context|This is the context you're working with)[^\n]*\n(.*?)(?=\n##[ \t]|\Z)", text)
+    return read.find(r"(?m)^(?:##[ \t]*)?(?:Context|This is the context you're working with)[^\n]*\n(.*?)(?=\n##[ \t]|\Z)", text)
 
 
 def _received_points(text: str) -> list[str]:
@@ -454,12 +448,12 @@ def _received_points(text: str) -> list[str]:
 
 def _synthesis(request: LLMRequest) -> str:
     """One merged answer: the caller asked for the answer only, so no ReAct framing."""
-    task, expected = _task(request)
-    text = _user_text(request.messages)
-    results = _section(text, "Step results") or _section(text, "Step outputs")
+    task, expected = read.task(request)
+    text = read.user_text(request.messages)
+    results = read.section(text, "Step results") or read.section(text, "Step outputs")
     # The synthesis prompt closes with its instruction; it is not part of the results.
     results = re.split(r"\n\s*\n(?=Write the final answer)", results, maxsplit=1)[0]
-    answer = f'Offline demo answer for the task "{_clip(task)}". Expected output: {_clip(expected)}'
+    answer = f'Offline demo answer for the task "{read.clip(task)}". Expected output: {read.clip(expected)}'
     answer = answer.rstrip(".") + "."
     if results:
         answer += f"\n\n{results.strip()}\n\n"
@@ -470,9 +464,9 @@ def _synthesis(request: LLMRequest) -> str:
 
 def _json_answer(request: LLMRequest, value: Any) -> DemoAnswer:
     """JSON as text, or as the arguments of the one function the caller offered or forced."""
-    forced = _forced_function(request)
+    forced = read.forced_function(request)
     if forced is not None:
-        return DemoAnswer(tool_calls=[_tool_call(forced, value)])
+        return DemoAnswer(tool_calls=[read.tool_call(forced, value)])
     return DemoAnswer(content=json.dumps(value))
 
 
@@ -511,173 +505,4 @@ def _fill(schema: Any, text: str, defs: dict[str, Any], depth: int) -> Any:
         return True
     if kind == "null":
         return None
-    return f"Offline demo value for: {_clip(text, 80)}"
-
-
-# -- reading the messages ------------------------------------------------------------------
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
-
-
-def _message_chars(message: Message) -> int:
-    calls = message.get("tool_calls") or []
-    return len(_content_text(message.get("content"))) + sum(len(json.dumps(c)) for c in calls)
-
-
-def _user_text(messages: Iterable[Message]) -> str:
-    """What the engine wrote (system and user messages), oldest first."""
-    return "\n\n".join(
-        _content_text(m.get("content")) for m in messages if m.get("role") in ("system", "user")
-    )
-
-
-def _all_text(messages: Iterable[Message]) -> str:
-    return "\n\n".join(_content_text(m.get("content")) for m in messages)
-
-
-def _section(text: str, title: str) -> str:
-    """The body of the last ``## <title>`` section in ``text``."""
-    return _find(rf"(?m)^##[ \t]*{re.escape(title)}[ \t]*\n(.*?)(?=^##[ \t]|\Z)", text)
-
-
-def _task(request: LLMRequest) -> tuple[str, str]:
-    """The task (or step) being worked on and its expected output, from the engine's prompts."""
-    text = _user_text(request.messages)
-    task = (
-        _find(r"(?m)^##[ \t]*Your current step[ \t]*\n(.*?)(?=\n\n|\Z)", text)
-        or _find(r"(?m)^Execute step \d+:[ \t]*(.*?)(?=\n\n|\Z)", text)
-        or _find(r"Current task:[ \t]*(.*?)(?=\n\nThis is the expected criteria|\Z)", text)
-        or _find(r"(?m)^##[ \t]*Task[ \t]*\n(.*?)(?=\n##[ \t]|\Z)", text)
-        or _find(r"(?m)^##[ \t]*Overall task[ \t]*\n(.*?)(?=\n##[ \t]|\Z)", text)
-        or _find(r"(?m)^##[ \t]*Previous plan[ \t]*\n(.*?)(?=\n##[ \t]|\Z)", text)
-        or _find(r"Here is your previous plan:\s*(.*?)(?=\n\nYou said|\Z)", text)
-        or _fallback_task(request.messages)
-    )
-    # A crew plan appended to the description is guidance, not part of the task to restate.
-    task = re.split(r"\n\s*Plan for this task:", task, maxsplit=1)[0].strip()
-    expected = (
-        _find(r"This is the expected criteria for your final answer:[ \t]*(.*?)(?=\n|\Z)", text)
-        or _find(
-            r"(?m)^##[ \t]*Expected output(?: of the overall task)?[ \t]*\n(.*?)(?=\n##|\Z)", text
-        )
-        or "Complete the task successfully"
-    )
-    return _squash(task) or "the task", _squash(expected)
-
-
-def _find(pattern: str, text: str) -> str:
-    """The first group of the last match of ``pattern`` (dot matches newlines), stripped."""
-    matches = list(re.finditer(pattern, text, re.S))
-    return matches[-1].group(1).strip() if matches else ""
-
-
-def _fallback_task(messages: list[Message]) -> str:
-    """The first user message, minus the engine's own instructions."""
-    for message in messages:
-        if message.get("role") == "user":
-            text = _content_text(message.get("content"))
-            text = re.split(r"Create a step-by-step plan for this task", text, maxsplit=1)[0]
-            if text.strip():
-                return text
-    for message in messages:
-        if message.get("role") == "system":
-            return _content_text(message.get("content"))
-    return ""
-
-
-def _tool_result(messages: list[Message]) -> str | None:
-    """The latest tool output in the conversation (native ``tool`` message or ``Observation:``).
-
-    Only messages after the task count: the ReAct system prompt itself explains the format
-    with an "Observation:" line.
-    """
-    first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), 0)
-    for message in reversed(messages[first_user + 1 :]):
-        content = _content_text(message.get("content"))
-        if message.get("role") == "tool":
-            return content.strip()
-        if "Observation:" in content:
-            return content.rsplit("Observation:", 1)[1].strip().split("\n\n")[0].strip()
-    return None
-
-
-def _function_names(tools: list[dict[str, Any]] | None) -> list[str]:
-    names: list[str] = []
-    for tool in tools or []:
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            names.append(function["name"])
-    return names
-
-
-def _calculator(tools: list[dict[str, Any]] | None) -> tuple[str, str] | None:
-    """The calculator tool's name and the argument that takes the expression, if offered."""
-    for tool in tools or []:
-        function = tool.get("function") or {}
-        if function.get("name") != "calculator":
-            continue
-        properties = (function.get("parameters") or {}).get("properties") or {}
-        if "expression" in properties or not properties:
-            return "calculator", "expression"
-        strings = [k for k, v in properties.items() if (v or {}).get("type") == "string"]
-        return ("calculator", strings[0]) if len(strings) == 1 else None
-    return None
-
-
-def _text_protocol_offers(messages: list[Message], tool: str) -> bool:
-    """Whether a ReAct system prompt lists ``tool`` among its Action names."""
-    match = re.search(r"Action: the tool to use, one of \[([^\]]*)\]", _user_text(messages))
-    return bool(match) and tool in [n.strip() for n in match.group(1).split(",")]
-
-
-def _forced_function(request: LLMRequest) -> str | None:
-    """The function the caller forces with ``tool_choice``, or the only one it offers."""
-    choice = request.tool_choice
-    if isinstance(choice, dict):
-        name = (choice.get("function") or {}).get("name")
-        if isinstance(name, str):
-            return name
-    names = _function_names(request.tools)
-    if choice == "none" or not names:
-        return None
-    return names[0] if len(names) == 1 else None
-
-
-def _tool_call(name: str, arguments: dict[str, Any]) -> ToolCall:
-    return ToolCall(id="demo_call_1", name=name, arguments=json.dumps(arguments))
-
-
-# -- text helpers --------------------------------------------------------------------------
-
-
-def _expression(text: str) -> str | None:
-    match = _EXPRESSION.search(text)
-    return re.sub(r"\s+", " ", match.group(0).replace("×", "*")).strip() if match else None
-
-
-def _sentences(text: str) -> list[str]:
-    """Sentences and list items of ``text``, without their closing punctuation."""
-    pieces = re.split(r"(?<=[.!?;])\s+|\n+\s*[-*]?\s*", text)
-    cleaned = [p.strip(" -*").rstrip(".;!") for p in pieces]
-    return [p for p in cleaned if len(p) > 3]
-
-
-def _squash(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def _clip(text: str, limit: int = _CLIP) -> str:
-    text = _squash(text)
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _word_chunks(text: str, words: int) -> list[str]:
-    """Pieces of ``text`` of a few words each that join back to ``text`` exactly."""
-    tokens = re.findall(r"\S+\s*|\s+", text)
-    return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]
+    return f"Offline demo value for: {read.clip(text, 80)}"
