@@ -44,6 +44,10 @@ PURPOSE_MAX_COMPLETION_TOKENS = {
 }  # fmt: skip
 DEFAULT_MAX_COMPLETION_TOKENS = 4096  # any other purpose
 
+# Room kept free in the context window besides the estimated prompt (and an eighth of it, for a
+# tokenizer that counts more than 4 characters a token): chat-template tokens, the estimate's error.
+WINDOW_MARGIN_TOKENS = 64
+
 
 def _usd(amount: float) -> str:
     """US dollars to the hundredth of a cent (a smaller amount to its first digits)."""
@@ -170,15 +174,26 @@ def estimate_tokens(request: LLMRequest) -> int:
 def max_completion_tokens(request: LLMRequest, cap: int | None = None) -> int:
     """The most tokens the answer to ``request`` may take: the least of the request's cap, the
     token budget's ``cap`` and the LLM's own ``max_tokens`` / ``max_completion_tokens`` param
-    (the gateway sends the least of them), else its purpose's default cap."""
+    (the gateway sends the least of them), else its purpose's default cap; and never more than
+    the LLM's context window leaves after the prompt (``window_room``)."""
     params = request.llm.params
     caps: list[int] = [
         n for n in (request.max_tokens, cap, params.get("max_tokens"), params.get("max_completion_tokens"))
         if isinstance(n, int) and not isinstance(n, bool) and n > 0
     ]
-    if caps:
-        return min(caps)
-    return PURPOSE_MAX_COMPLETION_TOKENS.get(request.purpose, DEFAULT_MAX_COMPLETION_TOKENS)
+    wanted = min(caps) if caps else PURPOSE_MAX_COMPLETION_TOKENS.get(request.purpose, DEFAULT_MAX_COMPLETION_TOKENS)
+    return min(wanted, window_room(request))
+
+
+def window_room(request: LLMRequest) -> int:
+    """The answer tokens the LLM's context window leaves after the prompt, less a margin for the
+    estimate (``estimate_prompt_tokens`` counts 4 characters a token; a tokenizer may count more):
+    vLLM and OpenAI refuse a request whose prompt plus ``max_tokens`` exceeds the window. Never
+    below ``MIN_ANSWER_TOKENS``: a prompt that fills the window fails as a context overflow.
+    """
+    prompt = estimate_prompt_tokens(request)
+    margin = WINDOW_MARGIN_TOKENS + prompt // 8
+    return max(MIN_ANSWER_TOKENS, request.llm.context_window - prompt - margin)
 
 
 def estimate_prompt_tokens(request: LLMRequest) -> int:
@@ -291,6 +306,7 @@ class LLMCaller:
             if (limiter := self.limiters.get(key, rpm)) is not None
         ]
         attempt = 0
+        unstreamed = False  # asked again unstreamed after a refusal to stream (learned once it works)
         while attempt < attempts:
             attempt += 1
             self.cancel.raise_if_cancelled()
@@ -302,7 +318,7 @@ class LLMCaller:
             self.cancel.raise_if_cancelled()
             await self.emit("llm.started", {"model": llm.model, "purpose": request.purpose}, step_id=step_id)
             started = self.clock.monotonic()
-            sent, delta_cb = self._streaming(request, on_delta, step_id)
+            sent, delta_cb = self._streaming(request, on_delta, step_id, unstreamed=unstreamed)
             # The answer's length as the budgets priced it (a token budget's remainder, the longest
             # answer a cost budget's worst case counted), else its purpose's default cap.
             cap = completion_cap(self.scopes(scope), input_tokens)
@@ -325,19 +341,28 @@ class LLMCaller:
                 continue
             except LLMError as exc:
                 again = isinstance(exc, FormUnsupportedError) and exc.form == STREAM and sent.stream
+                failed: dict[str, Any] = {
+                    "model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": again, "attempt": attempt,
+                }
+                if isinstance(exc, FormUnsupportedError):
+                    # A refused form: the caller asks again in a simpler one (a downgrade, not a failure).
+                    failed["negotiated"] = True
                 await self.emit(
-                    "llm.failed",
-                    {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": again, "attempt": attempt},
+                    "llm.failed", failed,
                     step_id=step_id, call=call_record(sent, error=str(exc)) if keep else None,
                 )
                 self.cancel.raise_if_cancelled()  # a call that failed while stopping: a stop
                 if again:
-                    # Learned: ``_streaming`` sends this LLM's requests unstreamed from now on.
-                    await self.capabilities.learn(llm, STREAM)
+                    # Asked again unstreamed at once; learned when that works (a broken proxy's
+                    # truncated body reads as "not an event stream" too, and fails unstreamed).
+                    unstreamed = True
                     attempt -= 1
                     continue
                 exc.retries_spent = True
                 raise
+            if unstreamed:
+                # Learned: ``_streaming`` sends this LLM's requests unstreamed from now on.
+                await self.capabilities.learn(llm, STREAM)
             latency_ms = response.latency_ms or int((self.clock.monotonic() - started) * 1000)
             response.latency_ms = latency_ms
             cost = response.cost_usd or 0.0
@@ -362,7 +387,8 @@ class LLMCaller:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _streaming(
-        self, request: LLMRequest, on_delta: DeltaCallback | None, step_id: str | None
+        self, request: LLMRequest, on_delta: DeltaCallback | None, step_id: str | None,
+        *, unstreamed: bool = False,
     ) -> tuple[LLMRequest, DeltaCallback | None]:
         """The request as sent and who hears its deltas.
 
@@ -376,7 +402,7 @@ class LLMCaller:
         Asked on every attempt, so a page opened during a run gets the next call's deltas.
         """
         llm = request.llm
-        if not llm.stream or self.capabilities.refuses(llm, STREAM):
+        if unstreamed or not llm.stream or self.capabilities.refuses(llm, STREAM):
             return (dataclasses.replace(request, stream=False) if request.stream else request), None
         if on_delta is None and request.stream and (self.stream_gate is None or self.stream_gate()):
             on_delta = self._delta_emitter(step_id)

@@ -9,9 +9,12 @@ sends the refused one again. ``on_learned`` lets the site store what was learned
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from agents.engine.specs import LLMSpec
+
+logger = logging.getLogger(__name__)
 
 # The forms of request a provider may refuse, most structured first for answers with a shape.
 TOOLS, JSON_SCHEMA, JSON_OBJECT, STREAM = "tools", "json_schema", "json_object", "stream"
@@ -34,9 +37,16 @@ class Capabilities:
         return not self.refuses(llm, form)
 
     async def learn(self, llm: LLMSpec, form: str) -> None:
-        """Remember that ``llm`` refused ``form`` (told to ``on_learned`` the first time)."""
+        """Remember that ``llm`` refused ``form`` (told to ``on_learned`` the first time).
+
+        Storing it is best effort: a failure of ``on_learned`` is logged, and the call that
+        learned it carries on (this process still remembers the refusal).
+        """
         if form not in FORMS or self.refuses(llm, form):
             return
         self._refused.setdefault(llm.key, set()).add(form)
         if self.on_learned is not None:
-            await self.on_learned(llm, form)
+            try:
+                await self.on_learned(llm, form)
+            except Exception:  # noqa: BLE001 - a store that fails must not fail the call
+                logger.warning("could not store that LLM %s refuses %s", llm.key, form, exc_info=True)

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from agents.engine import transcript
-from agents.engine.capabilities import JSON_OBJECT, JSON_SCHEMA, TOOLS
+from agents.engine.capabilities import JSON_OBJECT, JSON_SCHEMA, STREAM, TOOLS
 from agents.engine.demo import DEMO_MODEL, DemoGateway
 from agents.engine.llm import (
     ContextLengthError,
@@ -98,7 +98,9 @@ class LiteLLMGateway:
     ``CancelToken`` cancels the task awaiting ``complete``, which closes the HTTP request.
 
     Timeouts (``LLMSpec``): connecting is httpx's, the first token and the whole call are timed
-    here on the loop's clock, each a ``RetryableLLMError`` saying which limit was passed.
+    here on the loop's clock, each an error saying which limit was passed: no first token in
+    time is a ``RetryableLLMError``, no complete answer in time a plain ``LLMError`` (the same
+    request would run as long again).
     """
 
     def __init__(self) -> None:
@@ -122,7 +124,8 @@ class LiteLLMGateway:
             except TimeoutError:
                 if not limit.expired():
                     raise
-                raise RetryableLLMError(f"no complete answer within {llm.timeout:g} s") from None
+                # Not retried: the same request would run as long again.
+                raise LLMError(f"no complete answer within {llm.timeout:g} s") from None
             except Exception as exc:  # noqa: BLE001 - every failure becomes an LLMError
                 raise _map_error(litellm, exc, secret, request) from None
             saw_usage = getattr(raw, "usage", None) is not None
@@ -233,11 +236,15 @@ class LiteLLMGateway:
             if not limit.expired():
                 raise
             if first or llm.timeout <= llm.first_token_timeout:
-                raise RetryableLLMError(f"no complete answer within {llm.timeout:g} s") from None
+                # Not retried: the same request would run as long again.
+                raise LLMError(f"no complete answer within {llm.timeout:g} s") from None
             raise RetryableLLMError(f"no first token within {llm.first_token_timeout:g} s") from None
         if not chunks or _not_an_event_stream(stream, chunks):
-            # litellm turns a non-SSE body into an empty answer; say what really happened.
-            raise LLMError(f"{request.llm.model}: the provider's answer was not an event stream")
+            # litellm turns a non-SSE body into an empty answer; say what really happened. A
+            # refusal to stream: the caller asks again unstreamed and remembers it.
+            raise FormUnsupportedError(
+                f"{request.llm.model}: the provider's answer was not an event stream", form=STREAM
+            )
         built = litellm.stream_chunk_builder(chunks, messages=request.messages)
         if built is None:
             raise LLMError(f"{request.llm.model}: the streamed answer could not be assembled")
@@ -480,6 +487,10 @@ _REFUSAL = re.compile(
     r"|unrecognized|not permitted|extra inputs"
 )
 _TOOLS_MENTION = re.compile(r"\btools?\b|tool_choice|tool choice|function[ _]call|\bfunctions\b")
+# OpenAI's 400 "Your organization must be verified to stream this model", an older server's
+# "Unrecognized request argument supplied: stream_options". Not a key echoed with its value
+# ("'stream': True" in a validation error about something else).
+_STREAM_MENTION = re.compile(r"\bstream(?:_options|ing)?\b(?!['\"]?\s*:)")
 _FORMAT_MENTION = re.compile(r"response_format|response format|json_schema|json_object|json mode|structured output")
 _VALIDATION_SHAPED = re.compile(
     r"validation error|literal_error|input should be|field required|extra_forbidden"
@@ -508,6 +519,8 @@ def _refused_form(lowered: str, request: LLMRequest | None) -> str | None:
         return JSON_SCHEMA if "json_schema" in lowered else None
     if sent_tools and _TOOLS_MENTION.search(lowered):
         return TOOLS
+    if (request is None or request.stream) and _STREAM_MENTION.search(lowered):
+        return STREAM
     return None
 
 

@@ -11,7 +11,7 @@ from agents.engine.plan_parsing import extract_json_array
 from agents.engine.planning import agent_scope
 from agents.engine.prompts import PromptBook
 from agents.engine.react import run_react_loop
-from agents.engine.react_text import build_task_messages, task_description
+from agents.engine.react_text import build_task_messages, registry_for, task_description
 from agents.engine.runtime import Cancelled, RunContext
 from agents.engine.specs import AgentSpec, TaskSpec
 
@@ -69,7 +69,11 @@ async def run_plan_execute(
     persona = book.render(
         "react_system_no_tools", role=agent.role, goal=agent.goal, backstory=agent.backstory
     )
-    plan_system = f"{persona}\n\n{book.render('plan_execute_plan')}".strip()
+    # The tools, named and described without the ReAct format, so that steps can name them.
+    registry = registry_for(ctx)
+    names = [ref.name for ref in agent.tools if ref.name in registry]
+    tools = book.render("crew_plan_task_tools", tools=registry.describe(names)) if names else ""
+    plan_system = "\n\n".join(p for p in (persona, tools, book.render("plan_execute_plan")) if p).strip()
     request = LLMRequest(
         llm=agent.llm,
         messages=[{"role": "system", "content": plan_system}, user],

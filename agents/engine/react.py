@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agents.engine.calls import BudgetScope
+from agents.engine.capabilities import TOOLS
 from agents.engine.llm import (
     ContextLengthError,
     LLMError,
@@ -137,7 +138,10 @@ class _ReactRun(ToolTurns):
         self.prompts = prompts_for(ctx)
         self.refs: dict[str, ToolRef] = {r.name: r for r in agent.tools if r.name in self.registry}
         self.tool_names = list(self.refs)
-        self.native = agent.llm.supports_tools and bool(self.refs)
+        # Not when this LLM refused tools before (learned by the caller, ``Capabilities``).
+        self.capabilities = getattr(ctx.llm, "capabilities", None)  # a plain caller has none
+        refused = self.capabilities is not None and self.capabilities.refuses(agent.llm, TOOLS)
+        self.native = agent.llm.supports_tools and bool(self.refs) and not refused
         self.schemas = self.registry.openai_schemas(self.tool_names) if self.native else None
         self.messages = list(messages)
         self.iterations = 0
@@ -174,6 +178,8 @@ class _ReactRun(ToolTurns):
             except ToolsUnsupportedError:
                 if not self.native:
                     raise
+                if self.capabilities is not None:
+                    await self.capabilities.learn(self.llm, TOOLS)  # the next loop sends none
                 self._downgrade()
                 continue
             except ContextLengthError as exc:

@@ -187,8 +187,10 @@ async def draft_crew_plan(
     The request negotiates its form with the LLM (``structured.ask_structured``: a tool call,
     a JSON schema, JSON mode, then JSON asked for in words). An answer that is not valid JSON for
     the schema, has no usable step, or was cut off at its length limit gets one repair request
-    (a cut-off one with twice the room, asking for fewer steps), within ``MAX_PLAN_REQUESTS``;
-    then ``CrewPlanError`` after ``crew_plan.failed``, saying plainly why. ``keep`` lists steps
+    (a cut-off one with twice the room, asking for fewer steps; the LLM's own ``max_tokens``
+    param still caps it, and the warning says so), within ``MAX_PLAN_REQUESTS``. A cut-off draft
+    that could be read is kept, with its warning, when the repair gives nothing usable; else
+    ``CrewPlanError`` after ``crew_plan.failed``, saying plainly why. ``keep`` lists steps
     (pinned by a person) the planner must not repeat. ``crew_plan.completed`` is the caller's:
     it knows the saved plan.
     """
@@ -200,6 +202,7 @@ async def draft_crew_plan(
     messages = _messages(crew, tasks, book, tools, feedback, keep)
     request = LLMRequest(llm=llm, messages=messages, purpose="crew_plan")
     sent, error, answered_prose = 0, "", True
+    kept: CrewPlanDraft | None = None  # a parseable answer that was cut off, kept if the repair fails
     for attempt in (1, 2):
         answer = await ask_structured(ctx.llm, request, PLAN_SHAPE)
         sent += answer.requests
@@ -216,10 +219,11 @@ async def draft_crew_plan(
         else:
             if not cut_off or attempt == 2 or sent >= MAX_PLAN_REQUESTS:
                 if cut_off:
-                    draft.warnings.insert(0, CUT_OFF_WARNING)
+                    draft.warnings.insert(0, _cut_off_warning(llm, response))
                 for warning in draft.warnings:
                     await ctx.emit("crew_plan.warning", {"message": warning})
                 return draft
+            kept = dataclasses.replace(draft, warnings=[_cut_off_warning(llm, response), *draft.warnings])
             answered_prose = False
         if attempt == 2 or sent >= MAX_PLAN_REQUESTS:
             break
@@ -235,10 +239,17 @@ async def draft_crew_plan(
         request = dataclasses.replace(
             request, messages=[*request.messages, said, {"role": "user", "content": repair}]
         )
+    if kept is not None:
+        # The repair gave nothing usable: the cut-off draft is better than none.
+        for warning in kept.warnings:
+            await ctx.emit("crew_plan.warning", {"message": warning})
+        return kept
     if answered_prose:
         message = PROSE_FAILURE
     elif cut_off:
         message = "The planner's answer was cut off at its length limit twice; no plan could be read from it."
+        if (own := _own_max_tokens(llm)) is not None:
+            message += " " + OWN_CAP_NOTE.format(own=own)
     else:
         message = f"The planner's answer could not be used: {error}."
     await ctx.emit("crew_plan.failed", {"error": message})
@@ -259,6 +270,31 @@ PROSE_FAILURE = (
     "could be drafted. A model this small may not be able to plan: choose another planning LLM, "
     "or let the crew run without a plan."
 )
+
+
+# Said when the LLM's own max_tokens param caps the planner's answer: the repair's larger cap
+# cannot pass it (the admin's setting, and what a cost budget prices, wins over the planner's).
+OWN_CAP_NOTE = (
+    "This LLM's own max_tokens setting ({own}) limits its answers, so asking again could not give "
+    "it more room: raise it on the LLM's page for a longer plan."
+)
+
+
+def _own_max_tokens(llm: LLMSpec) -> int | None:
+    """The LLM's own ``max_tokens`` / ``max_completion_tokens`` param, if it sets one."""
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = llm.params.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _cut_off_warning(llm: LLMSpec, response: LLMResponse) -> str:
+    """``CUT_OFF_WARNING``, saying so when the LLM's own cap left the repair no more room."""
+    own = _own_max_tokens(llm)
+    if own is not None and (not response.completion_tokens or response.completion_tokens * 2 > own):
+        return f"{CUT_OFF_WARNING} {OWN_CAP_NOTE.format(own=own)}"
+    return CUT_OFF_WARNING
 
 
 def _is_prose(response: LLMResponse) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any
 
@@ -18,6 +19,7 @@ from agents.engine.calls import (
     RateLimiters,
     make_caller,
 )
+from agents.engine.capabilities import Capabilities
 from agents.engine.events import RecordingSink
 from agents.engine.llm import (
     FormUnsupportedError,
@@ -523,3 +525,57 @@ async def test_a_cancel_from_another_thread_just_before_the_race_waits_still_aba
     with pytest.raises(Cancelled):
         # Without a second look after the waiter is added, nothing wakes it: a 30 s call runs on.
         await asyncio.wait_for(token.race(asyncio.sleep(30)), timeout=3)
+
+
+async def test_the_answer_cap_leaves_the_prompt_room_in_the_llms_context_window() -> None:
+    gateway = ScriptedGateway(default="ok")
+    caller = caller_for(gateway)
+    small = make_llm(context_window=4096)
+    prompt = "x" * 4000 * 4  # estimated at 4000 tokens: the window has 96 left before the margin
+
+    await caller.call(ask(small, text="x" * 400))  # 100 tokens: 4096 - 100 - (64 + 12) left
+    await caller.call(ask(small, text=prompt))  # never below the floor
+    await caller.call(ask(make_llm(context_window=4096, params={"max_tokens": 8000}), text="x" * 400))
+
+    assert [r.max_tokens for r in gateway.requests] == [
+        min(PURPOSE_MAX_COMPLETION_TOKENS["react"], 4096 - 100 - 64 - 12), MIN_ANSWER_TOKENS, 4096 - 100 - 64 - 12,
+    ]
+    assert PURPOSE_MAX_COMPLETION_TOKENS["react"] > 4096 - 100 - 64 - 12  # the window is what capped it
+
+
+async def test_a_refused_form_is_reported_as_negotiated_not_as_a_plain_failure() -> None:
+    sink = RecordingSink()
+    gateway = ScriptedGateway(
+        [FormUnsupportedError("json_schema is not supported", form="json_schema"), LLMError("bad request")]
+    )
+    caller = caller_for(gateway, sink=sink)
+    with pytest.raises(FormUnsupportedError):
+        await caller.call(ask())
+    with pytest.raises(LLMError):
+        await caller.call(ask())
+
+    refused, failed = (e.data for e in sink.of_type("llm.failed"))
+    assert refused == {
+        "model": "test/model", "purpose": "react", "error": "json_schema is not supported",
+        "retrying": False, "attempt": 1, "negotiated": True,
+    }
+    assert "negotiated" not in failed
+
+
+async def test_a_refusal_that_cannot_be_stored_is_logged_and_the_call_carries_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def broken_store(llm: LLMSpec, form: str) -> None:
+        raise RuntimeError("database is locked")
+
+    gateway = ScriptedGateway([FormUnsupportedError("streaming is not supported", form="stream"), "answer"])
+    caller = caller_for(gateway)
+    caller.capabilities = Capabilities(on_learned=broken_store)
+
+    with caplog.at_level(logging.WARNING, logger="agents.engine.capabilities"):
+        response = await caller.call(ask(stream=True))
+
+    assert response.content == "answer"
+    assert caller.capabilities.refuses(make_llm(), "stream")  # remembered in this process all the same
+    [record] = caplog.records
+    assert "refuses stream" in record.getMessage() and record.exc_info is not None

@@ -268,39 +268,47 @@ async def test_500_is_retried_until_attempts_run_out_then_raises(
     assert "llm.completed" not in sink.types
 
 
-async def test_timeout_is_retryable_and_fails_once_attempts_run_out(
+async def test_a_total_timeout_is_not_retried_it_would_happen_again(
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.text("too late").after(2), Reply.text("too late").after(2))
     sink = RecordingSink()
     caller = caller_with(sink)
     started = time.monotonic()
-    with pytest.raises(RetryableLLMError, match=r"^no complete answer within 0\.3 s$"):
+    with pytest.raises(LLMError, match=r"^no complete answer within 0\.3 s$") as raised:
         await caller.call(ask(llm_for(fake_llm_server, timeout=0.3, max_retries=1)))
+    assert type(raised.value) is LLMError
     assert time.monotonic() - started < 1.5
-    assert fake_llm_server.request_count == 2
-    assert [e.data["retrying"] for e in sink.of_type("llm.failed")] == [True, False]
+    assert fake_llm_server.request_count == 1
+    assert [e.data["retrying"] for e in sink.of_type("llm.failed")] == [False]
 
 
-async def test_a_stream_that_stalls_longer_than_the_timeout_is_retryable(
+async def test_a_stream_that_stalls_longer_than_the_total_timeout_fails_for_good(
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.text("slow words here", chunk_delay=2))
-    with pytest.raises(RetryableLLMError):
+    with pytest.raises(LLMError, match=r"^no complete answer within 0\.3 s$") as raised:
         await LiteLLMGateway().complete(ask(llm_for(fake_llm_server, timeout=0.3), stream=True))
+    assert type(raised.value) is LLMError
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_malformed_body_fails_for_good_without_retrying(
     fake_llm_server: FakeLLMServer, stream: bool
 ) -> None:
-    fake_llm_server.add(Reply.malformed(), Reply.text("never asked for"))
+    fake_llm_server.add(Reply.malformed(), Reply.malformed(), Reply.text("never asked for"))
     sink = RecordingSink()
+    caller = caller_with(sink)
+    llm = llm_for(fake_llm_server, max_retries=3)
     with pytest.raises(LLMError) as raised:
-        await caller_with(sink).call(ask(llm_for(fake_llm_server, max_retries=3), stream=stream))
+        await caller.call(ask(llm, stream=stream))
     assert not isinstance(raised.value, RetryableLLMError)
-    assert fake_llm_server.request_count == 1
-    assert [e.data["retrying"] for e in sink.of_type("llm.failed")] == [False]
+    # Streamed (every call is), a body that is not an event stream reads as a refusal to stream:
+    # asked once more unstreamed, which fails for good; not learned, as that failed too.
+    assert fake_llm_server.request_count == 2
+    assert [r.stream for r in fake_llm_server.requests] == [True, False]
+    assert [e.data["retrying"] for e in sink.of_type("llm.failed")] == [True, False]
+    assert not caller.capabilities.refuses(llm, "stream")
 
 
 async def test_a_context_window_overflow_is_a_context_length_error(
@@ -455,16 +463,18 @@ async def test_a_model_that_never_stops_is_cut_at_the_total_timeout_and_its_conn
 ) -> None:
     fake_llm_server.add(Reply.endless())
     llm = llm_for(fake_llm_server, first_token_timeout=5, timeout=0.5)
-    with pytest.raises(RetryableLLMError, match=r"^no complete answer within 0\.5 s$"):
+    with pytest.raises(LLMError, match=r"^no complete answer within 0\.5 s$") as raised:
         await LiteLLMGateway().complete(ask(llm, stream=True))
+    assert type(raised.value) is LLMError  # not retried: it would run as long again
     assert await asyncio.to_thread(fake_llm_server.wait_disconnect, 3) is not None
 
 
 async def test_an_unstreamed_call_is_bounded_by_the_total_timeout(fake_llm_server: FakeLLMServer) -> None:
     fake_llm_server.add(Reply.text("late").after(3))
     llm = llm_for(fake_llm_server, first_token_timeout=0.1, timeout=0.4)
-    with pytest.raises(RetryableLLMError, match=r"^no complete answer within 0\.4 s$"):
+    with pytest.raises(LLMError, match=r"^no complete answer within 0\.4 s$") as raised:
         await LiteLLMGateway().complete(ask(llm))
+    assert type(raised.value) is LLMError
 
 
 async def test_a_server_that_does_not_accept_the_connection_fails_at_the_connect_timeout() -> None:

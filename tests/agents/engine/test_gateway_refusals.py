@@ -3,6 +3,7 @@ real litellm and real HTTP against the fake server's plain-server modes (issue #
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -130,3 +131,50 @@ async def test_a_connection_that_fails_is_retryable(fake_llm_server: FakeLLMServ
     error = await send(fake_llm_server, ask(dead))
 
     assert isinstance(error, RetryableLLMError)
+
+
+_COMPLETION = {
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "fake-model",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        Reply.error(400, "Your organization must be verified to stream this model.", type_="invalid_request_error"),
+        Reply.error(400, "Unrecognized request argument supplied: stream_options", type_="invalid_request_error"),
+        Reply.malformed(json.dumps(_COMPLETION).encode()),  # a JSON body, not an event stream
+    ],
+    ids=["openai-verify", "stream_options", "json-body"],
+)
+async def test_a_server_refusing_to_stream_is_asked_unstreamed_and_never_streamed_to_again(
+    fake_llm_server: FakeLLMServer, refusal: Reply
+) -> None:
+    fake_llm_server.default = lambda request: refusal if request.stream else Reply.text("fine")
+    sink = RecordingSink()
+    caller = caller_with(sink)
+    llm = llm_for(fake_llm_server, max_retries=0)
+
+    first = await caller.call(ask(llm, stream=True))
+    second = await caller.call(ask(llm, stream=True))
+
+    assert (first.content, second.content) == ("fine", "fine")
+    assert [r.stream for r in fake_llm_server.requests] == [True, False, False]
+    assert caller.capabilities.refuses(llm, "stream")
+    [failed] = sink.of_type("llm.failed")
+    assert failed.data["retrying"] is True and failed.data["negotiated"] is True
+
+
+async def test_a_streamed_error_echoing_the_stream_key_is_not_a_refusal_to_stream(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.default = Reply.error(
+        400, "Input should be less than 2: {'temperature': 3, 'stream': True}", type_="invalid_request_error"
+    )
+
+    error = await send(fake_llm_server, ask(llm_for(fake_llm_server), stream=True))
+
+    assert type(error) is LLMError
+    assert fake_llm_server.request_count == 1

@@ -270,3 +270,18 @@ async def test_a_text_mode_agent_gets_the_tool_protocol_in_its_step_prompt() -> 
 
     assert await run_plan_execute(ctx, agent, make_task()) == "5"
     assert "Action Input" in gateway.requests[1].messages[0]["content"]
+
+
+@pytest.mark.parametrize("native", [False, True])
+async def test_the_plan_call_names_the_agents_tools_without_the_react_format(native: bool) -> None:
+    ctx, gateway, _, _ = make_ctx(
+        ['[{"step": 1, "action": "Add with the calculator"}]', "Final Answer: 5", "5"]
+    )
+    agent = make_agent("calculator", llm=make_llm(supports_tools=native))
+
+    await run_plan_execute(ctx, agent, make_task())
+
+    plan_system = gateway.requests[0].messages[0]["content"]
+    assert gateway.requests[0].purpose == "agent_plan"
+    assert "- calculator:" in plan_system and '"expression"' in plan_system
+    assert "Action Input" not in plan_system and "Final Answer" not in plan_system

@@ -655,6 +655,27 @@ async def test_a_provider_that_rejects_tools_downgrades_the_same_conversation_to
     assert non_llm_types(sink) == ["tool.started", "tool.completed"]
 
 
+async def test_a_tools_refusal_is_learned_so_the_next_loop_sends_no_tools() -> None:
+    ctx, gateway, _, _ = make_ctx(
+        [
+            ToolsUnsupportedError("this model does not support tools"),
+            "Final Answer: 2",
+            "Final Answer: 3",
+        ]
+    )
+    agent = make_agent("calculator")
+    await react(ctx, agent)
+    assert ctx.llm.capabilities.refuses(agent.llm, "tools")
+
+    result = await react(ctx, agent)  # a second loop with the same caller
+
+    assert result.output == "3"
+    assert gateway.calls == 3  # nothing refused twice
+    last = gateway.requests[-1]
+    assert last.tools is None and last.stop == STOP_WORDS
+    assert "Action Input" in last.messages[0]["content"]  # the text protocol, from the start
+
+
 async def test_context_length_error_summarises_older_messages_then_continues() -> None:
     ctx, gateway, _, _ = make_ctx(
         [

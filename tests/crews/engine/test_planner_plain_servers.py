@@ -12,7 +12,9 @@ from agents.engine.gateway import LiteLLMGateway
 from agents.engine.llm import LLMResponse, tool_call_response
 from agents.engine.specs import LLMSpec
 from crews.engine.planner import (
+    CUT_OFF_WARNING,
     MAX_PLAN_REQUESTS,
+    OWN_CAP_NOTE,
     PROSE_FAILURE,
     SUBMIT_TOOL,
     CrewPlanError,
@@ -179,3 +181,32 @@ async def test_a_plan_of_placeholders_only_gets_the_repair_request() -> None:
 
     assert gateway.calls == 2 and draft_.steps == {"11": ["Find"], "12": ["Write"]}
     assert "no task got a usable step" in gateway.requests[1].messages[-1]["content"]
+
+
+async def test_a_cut_off_draft_that_could_be_read_is_kept_when_the_repair_answers_prose() -> None:
+    cut = plans((1, ["Find"]), (2, ["Wri"]), finish_reason="length", completion_tokens=300)
+    ctx, gateway, sink, _ = make_ctx([cut, "Sorry, here is a shorter plan: find things, then write."])
+    crew = make_crew().interpolated({"topic": "AI"})
+
+    draft_ = await draft_crew_plan(ctx, crew, llm=crew.planning_llm)
+
+    assert gateway.calls == 2 and draft_.steps == {"11": ["Find"], "12": ["Wri"]}
+    assert gateway.requests[1].max_tokens == 600
+    warnings = [e.data["message"] for e in sink.of_type("crew_plan.warning")]
+    assert warnings == [CUT_OFF_WARNING] == draft_.warnings
+    assert "crew_plan.failed" not in sink.types
+
+
+async def test_a_cut_off_at_the_llms_own_max_tokens_says_that_setting_limits_it() -> None:
+    cut = plans((1, ["Find"]), (2, ["Wri"]), finish_reason="length", completion_tokens=100)
+    llm = make_llm(params={"max_tokens": 100})
+    ctx, gateway, sink, _ = make_ctx([cut, "no JSON this time"])
+    crew = make_crew(planning_llm=llm).interpolated({"topic": "AI"})
+
+    draft_ = await draft_crew_plan(ctx, crew, llm=crew.planning_llm)
+
+    # The repair asks for twice the room, but the LLM's own setting wins: and the warning says so.
+    assert [r.max_tokens for r in gateway.requests] == [100, 100]
+    assert draft_.steps == {"11": ["Find"], "12": ["Wri"]}
+    assert draft_.warnings[0] == f"{CUT_OFF_WARNING} {OWN_CAP_NOTE.format(own=100)}"
+    assert "max_tokens setting (100)" in sink.of_type("crew_plan.warning")[0].data["message"]
