@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from agents.forms import OneDefaultLLMMixin
 from agents.models import LLM, Agent, PlanningConfig, PromptTemplate, PromptTemplateVersion
+from agents.services import llm_server_identity
 from planner_site.audit import audit
 
 
@@ -48,6 +49,11 @@ class LLMAdmin(admin.ModelAdmin):
             audit(actor=request.user, action="llm.key_cleared", target=obj) if obj.pk else None
         elif form.cleaned_data.get("api_key"):
             obj.set_api_key(form.cleaned_data["api_key"])
+        if change and {"model", "api_base"} & set(form.changed_data):
+            # Another model or server: what was learned about the old one says nothing about it.
+            old = LLM.objects.filter(pk=obj.pk).first()
+            if old is None or llm_server_identity(old) != llm_server_identity(obj):
+                obj.capabilities = {}
         if obj.is_default:
             LLM.objects.filter(is_default=True).exclude(pk=obj.pk).update(is_default=False)
         super().save_model(request, obj, form, change)

@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import Q
 
 from agents.engine.specs import AgentSpec, Budget, LLMSpec, PlanningConfigSpec, ToolRef
-from agents.models import DEMO_MODEL, LLM, Agent, PlanningConfig
+from agents.models import DEMO_MODEL, LLM, TIMEOUT_PARAMS, Agent, PlanningConfig, valid_timeout
 
 PLANNING_SNAPSHOT_FIELDS = (
     "reasoning_effort", "observe_steps", "max_attempts", "max_steps", "max_replans",
@@ -40,11 +40,14 @@ def _no_key(llm: LLM) -> str | None:
 
 
 def llm_spec(llm: LLM) -> LLMSpec:
-    params = dict(llm.params or {})
+    params = dict(llm.params if isinstance(llm.params, dict) else {})
     # Seconds; missing keys keep ``LLMSpec``'s defaults (connect 10, first token 60, total 600).
-    timeouts = {key: float(params.pop(key)) for key in ("connect_timeout", "first_token_timeout", "timeout")
-                if key in params}
-    max_retries = int(params.pop("max_retries", 3))
+    # So do values a row stored before they were checked (0, negative, text): an old row never
+    # fails a page or a run.
+    timeouts = {key: float(value) for key in TIMEOUT_PARAMS
+                if valid_timeout(value := params.pop(key, None))}
+    retries = params.pop("max_retries", 3)
+    max_retries = min(retries, 10) if isinstance(retries, int) and not isinstance(retries, bool) and retries >= 0 else 3
     return LLMSpec(
         key=f"llm-{llm.pk}",
         model=llm.model,

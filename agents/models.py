@@ -18,6 +18,17 @@ from agents.engine.specs import PLAN_PROMPT_PLACEHOLDERS, REFINE_PROMPT_PLACEHOL
 
 DEMO_MODEL = "demo/offline"
 
+# An LLM's timeouts in ``params``, in seconds (``LLMSpec``: connect, first token, whole call).
+TIMEOUT_PARAMS = ("timeout", "connect_timeout", "first_token_timeout")
+MAX_TIMEOUT_SECONDS = 86_400  # a day: more is a typo, not a slow model
+
+
+def valid_timeout(value: object) -> bool:
+    """A timeout the engine can apply: a number of seconds above 0, at most a day."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return 0 < value <= MAX_TIMEOUT_SECONDS  # False for NaN too
+
 
 class LLM(models.Model):
     name = models.CharField(_("name"), max_length=100, unique=True)
@@ -126,9 +137,14 @@ class LLM(models.Model):
             raise ValidationError(
                 {"params": _("Unknown parameter(s): %(names)s.") % {"names": ", ".join(unknown)}}
             )
-        for key in ("temperature", "top_p", "timeout", "connect_timeout", "first_token_timeout"):
-            if key in params and not isinstance(params[key], (int, float)):
+        for key in ("temperature", "top_p", *TIMEOUT_PARAMS):
+            if key in params and (not isinstance(params[key], (int, float)) or isinstance(params[key], bool)):
                 raise ValidationError({"params": _("%(key)s must be a number.") % {"key": key}})
+        for key in TIMEOUT_PARAMS:
+            if key in params and not valid_timeout(params[key]):
+                raise ValidationError({"params": _(
+                    "%(key)s must be more than 0 and at most %(max)s seconds."
+                ) % {"key": key, "max": MAX_TIMEOUT_SECONDS}})
         for key in ("max_tokens", "seed", "max_retries"):
             if key in params and (not isinstance(params[key], int) or params[key] < 0):
                 raise ValidationError({"params": _("%(key)s must be a whole number.") % {"key": key}})

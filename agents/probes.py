@@ -3,8 +3,14 @@
 Each form (plain, streamed, native tools, ``json_schema``, ``json_object``) is one tiny real
 completion through the engine gateway; the server's own window comes from what local servers
 publish (llama.cpp ``/props``, vLLM ``/v1/models``, LM Studio ``/api/v0/models``, Ollama
-``/api/ps`` and ``/api/show``). Everything runs at once under short timeouts, so a test ends well
-inside half a minute even when the server never answers.
+``/api/ps`` and ``/api/show``).
+
+The plain completion goes first, alone, with the LLM's own first-token limit (at most
+``PLAIN_PROBE_SECONDS``): a local server may still be loading its model, and a single-slot
+server (Ollama, llama.cpp) answers one request at a time. Only once it answered do the form
+probes go out, together, each under a short limit (``PROBE_SECONDS``): the model is loaded by
+then. A test therefore ends within about two and a half minutes even when the server never
+answers, and within seconds when it is up.
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ from agents.engine.capabilities import JSON_OBJECT, JSON_SCHEMA, STREAM, TOOLS
 from agents.engine.llm import FormUnsupportedError, Gateway, LLMError, LLMRequest, RetryableLLMError
 from agents.engine.specs import LLMSpec
 
-PROBE_SECONDS = 15.0  # each completion probe
+PLAIN_PROBE_SECONDS = 120.0  # the most the plain probe waits for a first token (a model loading)
+PROBE_SECONDS = 15.0  # each form probe, once the plain one answered
 SERVER_INFO_SECONDS = 4.0  # each server-information request
-TOTAL_SECONDS = 20.0  # the whole test
+FORMS_SECONDS = 20.0  # all the form probes together
 PROBE_MAX_TOKENS = 16
 
 _PROMPT = [{"role": "user", "content": "Say OK."}]
@@ -43,11 +50,12 @@ _SCHEMA = {
     "additionalProperties": False,
 }
 # How servers word a refusal of a parameter: "does not support tools", "response_format type
-# must be one of text, json_object", pydantic's "Input should be 'text' or 'json_object'".
+# must be one of text, json_object", pydantic's "Input should be 'text' or 'json_object'", LM
+# Studio's "'response_format.type' must be 'json_schema' or 'text'" (to json_object)
 _REFUSAL = re.compile(
     r"not support|unsupported|doesn'?t support|not enabled|not allowed|not implemented|invalid|"
     r"input should be|must be one of|unrecognized|unknown (?:field|parameter)|extra inputs|"
-    r"validation error|not permitted",
+    r"validation error|not permitted|must be '",
     re.I,
 )
 _FORM_WORDS = {
@@ -97,74 +105,80 @@ def refused(exc: LLMError, form: str) -> bool:
     return bool(_REFUSAL.search(text)) and any(w in text for w in _FORM_WORDS[form])
 
 
-class _JsonObjectGateway:
-    """Sends ``response_format: {"type": "json_object"}``, which ``LLMRequest`` cannot say."""
-
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
-
-    async def complete(self, request: LLMRequest, **kw: Any) -> Any:
-        spec = request.llm.model_copy(update={"params": {**request.llm.params, "extra_body": {
-            **(request.llm.params.get("extra_body") or {}), "response_format": {"type": "json_object"}}}})
-        request = LLMRequest(llm=spec, messages=request.messages, purpose=request.purpose,
-                             max_tokens=request.max_tokens)
-        return await self.gateway.complete(request, **kw)
-
-
 async def probe(spec: LLMSpec, gateway: Gateway) -> ProbeResult:
-    """Probe ``spec`` through ``gateway``: what it accepts, and the window its server runs."""
-    spec = spec.model_copy(update={
-        "max_retries": 0,
-        "timeout": min(spec.timeout, PROBE_SECONDS),
-        "connect_timeout": min(spec.connect_timeout, 5.0),
+    """Probe ``spec`` through ``gateway``: what it accepts, and the window its server runs.
+
+    The plain completion first, alone and with the LLM's own first-token limit (bounded); the
+    forms after it, together and under short limits. A failed plain completion fails the test
+    and probes no form (they would fail for the same reason).
+    """
+    base = spec.model_copy(update={"max_retries": 0, "connect_timeout": min(spec.connect_timeout, 5.0),
+                                   "refuses": frozenset()})
+    first_token = min(spec.first_token_timeout, PLAIN_PROBE_SECONDS)
+    plain_spec = base.model_copy(update={
+        "first_token_timeout": first_token,
+        "timeout": min(spec.timeout, first_token + PROBE_SECONDS),
+    })
+    form_spec = base.model_copy(update={
         "first_token_timeout": min(spec.first_token_timeout, PROBE_SECONDS),
-        "refuses": frozenset(),
+        "timeout": min(spec.timeout, PROBE_SECONDS),
     })
 
-    def request(purpose: str, **kw: Any) -> LLMRequest:
-        return LLMRequest(llm=spec, messages=list(_PROMPT), purpose=purpose, max_tokens=PROBE_MAX_TOKENS, **kw)
+    def request(llm: LLMSpec, purpose: str, **kw: Any) -> LLMRequest:
+        return LLMRequest(llm=llm, messages=list(_PROMPT), purpose=purpose, max_tokens=PROBE_MAX_TOKENS, **kw)
 
-    async def timed(coro: Any) -> Any:
-        return await asyncio.wait_for(coro, PROBE_SECONDS + 1)
+    async def timed(coro: Any, seconds: float) -> Any:
+        """The answer, or what was raised (a timeout, an ``LLMError``) as the outcome."""
+        try:
+            return await asyncio.wait_for(coro, seconds + 1)
+        except Exception as exc:  # noqa: BLE001 - every failure is an outcome to read
+            return exc
 
     started = time.monotonic()
-    jobs = {
-        "plain": timed(gateway.complete(request("test"))),
-        STREAM: timed(gateway.complete(request("test_stream", stream=True))),
-        TOOLS: timed(gateway.complete(request("test_tools", tools=[_TOOL]))),
-        JSON_SCHEMA: timed(gateway.complete(request("test_json_schema", response_schema=_SCHEMA))),
-        JSON_OBJECT: timed(_JsonObjectGateway(gateway).complete(request("test_json_object"))),
-        "window": server_context_window(spec),
-    }
-    try:
-        outcomes = await asyncio.wait_for(asyncio.gather(*jobs.values(), return_exceptions=True), TOTAL_SECONDS)
-    except TimeoutError:
-        outcomes = [TimeoutError()] * len(jobs)
-    results = dict(zip(jobs, outcomes, strict=True))
+    # The server's window is read meanwhile: those are cheap GETs, not completions.
+    window_job = asyncio.ensure_future(server_context_window(spec))
+    plain = await timed(gateway.complete(request(plain_spec, "test")), plain_spec.timeout)
     latency_ms = int((time.monotonic() - started) * 1000)
-    window = results.pop("window")
-    plain = results.pop("plain")
     forms: dict[str, bool | None] = {}
-    for form, outcome in results.items():
-        if not isinstance(outcome, BaseException):
-            forms[form] = True
-        elif isinstance(outcome, LLMError) and refused(outcome, form):
-            forms[form] = False
-        else:
-            forms[form] = None
+    if not isinstance(plain, BaseException):
+        jobs = {
+            STREAM: gateway.complete(request(form_spec, "test_stream", stream=True)),
+            TOOLS: gateway.complete(request(form_spec, "test_tools", tools=[_TOOL])),
+            JSON_SCHEMA: gateway.complete(request(form_spec, "test_json_schema", response_schema=_SCHEMA)),
+            JSON_OBJECT: gateway.complete(request(
+                form_spec, "test_json_object", response_schema=_SCHEMA, response_form="json_object")),
+        }
+        try:
+            outcomes = await asyncio.wait_for(
+                asyncio.gather(*(timed(job, PROBE_SECONDS) for job in jobs.values()), return_exceptions=True),
+                FORMS_SECONDS,
+            )
+        except TimeoutError:
+            outcomes = [TimeoutError()] * len(jobs)
+        for form, outcome in zip(jobs, outcomes, strict=True):
+            if not isinstance(outcome, BaseException):
+                forms[form] = True
+            elif isinstance(outcome, LLMError) and refused(outcome, form):
+                forms[form] = False
+            else:
+                forms[form] = None
+    try:
+        window = await asyncio.wait_for(window_job, SERVER_INFO_SECONDS * 2)
+    except Exception:  # noqa: BLE001 - the window is a nice-to-have: unknown when it cannot be read
+        window = None
     found = window if isinstance(window, tuple) else (None, None)
     result = ProbeResult(ok=True, latency_ms=latency_ms, forms=forms,
                          context_window=found[0], context_source=found[1])
     if isinstance(plain, BaseException):
         result.ok = False
-        result.error = _failure(plain, spec)
+        result.error = _failure(plain, spec, seconds=first_token)
     return result
 
 
-def _failure(exc: BaseException, spec: LLMSpec) -> str:
+def _failure(exc: BaseException, spec: LLMSpec, *, seconds: float) -> str:
     where = spec.api_base or spec.model
     if isinstance(exc, TimeoutError):
-        return f"No answer from {where} within {int(PROBE_SECONDS)} s."
+        return f"No answer from {where} within {seconds:g} s."
     if isinstance(exc, LLMError) and is_connection_failure(exc):
         return f"Could not connect to {where}. Is the server running?"
     if isinstance(exc, LLMError):

@@ -83,9 +83,15 @@ def llm_update(*, actor: Any, llm: LLM, api_key: str | None = _UNSET, is_default
     _require_admin(actor)
     if llm.builtin and "model" in fields and fields["model"] != llm.model:
         raise ValidationError({"model": _("The built-in demo model cannot change its model.")})
+    # As stored: a form may have written the posted values onto ``llm`` already.
+    stored = LLM.objects.filter(pk=llm.pk).only("model", "api_base").first()
+    before = llm_server_identity(stored) if stored is not None else None
     for key, value in fields.items():
         if key in LLM_FIELDS:
             setattr(llm, key, value)
+    if before is not None and llm_server_identity(llm) != before:
+        # Another model or server: what was learned about the old one says nothing about it.
+        llm.capabilities = {}
     if api_key is not _UNSET:
         llm.set_api_key(api_key)
         audit(actor=actor, action="llm.key_changed" if api_key else "llm.key_cleared", target=llm)
@@ -99,6 +105,12 @@ def llm_update(*, actor: Any, llm: LLM, api_key: str | None = _UNSET, is_default
     _save(llm)
     audit(actor=actor, action="llm.updated", target=llm, fields=sorted(fields))
     return llm
+
+
+def llm_server_identity(llm: LLM) -> tuple[str, str]:
+    """What the capabilities an LLM row stores are about: its model on its server. When either
+    changes (``llm_update``, the Django admin) the stored capabilities are cleared."""
+    return (llm.model or "").strip(), (llm.api_base or "").strip().rstrip("/")
 
 
 @transaction.atomic

@@ -263,5 +263,5 @@ def llm_test(request: HtmxHttpRequest, llm_id: int) -> HttpResponse:
     result = services.llm_test(actor=request.user, llm=llm)
     template = "agents/llm_detail.html"
     if request.htmx:
-        template += "#llm-capabilities"
+        template += "#llm-test-result"
     return render(request, template, llm_detail_context(llm, test=result))

@@ -234,8 +234,9 @@ def plan_regenerate(
     tags=["plans"],
     summary="Approve the current version",
     description="Approval binds to the current version (or to If-Match's, which must be it); the "
-    "crew's earlier approved plan is superseded. A task without real steps (none, or a placeholder "
-    "such as \"...\") is a 409 `plan_incomplete` whose detail names the tasks.",
+    "crew's earlier approved plan is superseded. A placeholder step (such as \"...\", an empty step "
+    "or a bare \"Step 1\") is a 409 `plan_incomplete` whose detail names the tasks. A task with no "
+    "steps is not: its agent plans it when it runs. Only the plan's own tasks are checked.",
 )
 def plan_approve(
     request: HttpRequest, id: int, response: HttpResponse, if_match: str | None = IF_MATCH

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -17,7 +18,7 @@ from django.utils.translation import gettext_noop
 
 from agents.engine.specs import ApprovedStep
 from crews import queue
-from crews.models import PLAN_STEP_ORDER, Crew, Plan, PlanStep, PlanVersion, Task
+from crews.models import PLAN_STEP_ORDER, Crew, Plan, PlanStep, PlanVersion, Run, Task
 from planner_site.errors import Conflict, NotFound, TooMany
 
 MAX_STEP_CHARS = 2_000
@@ -194,35 +195,68 @@ def draft_warnings(task_warnings: Mapping[str, Sequence[str]], warnings: Sequenc
     return by_task + [{"task_id": None, "message": m} for m in warnings if m not in told]
 
 
-def plan_gaps(plan: Plan) -> dict[int, str]:
-    """What keeps the current version from being a plan to follow, by task id: a task with no
-    steps, or with a placeholder step (the planner's ``"..."``, a bare "Step 1"), with the
-    planner's warning about that task when it gave one. The crew's tasks as they are now."""
+def plan_tasks(plan: Plan, *, run: Run | None = None) -> list[tuple[int, str]]:
+    """(id, name) of the tasks ``plan`` covers, in order: for a plan a run drafted for itself,
+    the tasks of that run's snapshot (``run``, or the run that drafted it); otherwise the tasks its
+    current version was written for. Never the crew's tasks as they are now: a task a builder adds
+    meanwhile is not the plan's (a run snapshotted without it will not run it)."""
+    if run is None or run.planning_plan_id != plan.pk:
+        run = Run.objects.filter(planning_plan_id=plan.pk).only("pk", "snapshot", "planning_plan_id").order_by(
+            "-created_at", "-id").first()
+    rows: Any = (run.snapshot or {}).get("tasks") if run is not None and isinstance(run.snapshot, dict) else None
+    if not rows and plan.version:
+        rows = PlanVersion.objects.filter(plan_id=plan.pk, number=plan.version).values_list("tasks", flat=True).first()
+    if not rows and plan.version:
+        # A version written before versions kept their tasks: the tasks it has steps for.
+        ids = sorted(version_steps(plan))
+        names = dict(Task.objects.filter(pk__in=ids).values_list("pk", "name"))
+        rows = [{"id": i, "name": names.get(i, "")} for i in ids]
+    return [(int(t["id"]), str(t.get("name") or "")) for t in rows or [] if isinstance(t, dict) and "id" in t]
+
+
+@dataclass(frozen=True)
+class PlanGaps:
+    """What the current version of a plan lacks, by task id, over the plan's own tasks
+    (``plan_tasks``), each with the planner's warning about that task when it gave one.
+
+    ``placeholders``: tasks with a placeholder step (the planner's ``"..."``, an empty step, a
+    bare "Step 1"), junk that would be sent to a model: approval is refused (``plan_incomplete``).
+    ``unplanned``: tasks with no steps at all. Not a block: such a task's agent plans it as usual
+    when it runs (ENGINE.md §2b); the plan page says so beside Approve.
+    """
+
+    placeholders: dict[int, str] = field(default_factory=dict)
+    unplanned: dict[int, str] = field(default_factory=dict)
+
+
+def plan_gaps(plan: Plan, *, run: Run | None = None) -> PlanGaps:
+    """The current version's placeholder steps and tasks without steps (``PlanGaps``)."""
     from agents.engine.plan_parsing import is_placeholder_step
 
-    tasks = Task.objects.filter(crew_id=plan.crew_id).order_by("order", "id").values_list("pk", "name")
     steps = version_steps(plan) if plan.version else {}
     told: dict[int, list[str]] = {}
     for warning in plan.warnings or []:
         if isinstance(warning, dict) and isinstance(warning.get("task_id"), int):
             told.setdefault(warning["task_id"], []).append(str(warning.get("message", "")))
-    gaps: dict[int, str] = {}
-    for number, (task_id, name) in enumerate(tasks, start=1):
+    gaps = PlanGaps()
+    for number, (task_id, name) in enumerate(plan_tasks(plan, run=run), start=1):
         texts = [text for _uid, text, _pinned in steps.get(task_id, [])]
         placeholder = next((t for t in texts if is_placeholder_step(t)), None)
-        if not texts:
-            gap = _("Task %(n)s (%(name)s) has no steps.") % {"n": number, "name": name}
-        elif placeholder is not None:
+        if placeholder is not None:
             gap = _("Task %(n)s (%(name)s) has a placeholder step (“%(text)s”), not a real one.") % {
                 "n": number, "name": name, "text": placeholder.strip()[:40]}
-        else:
-            continue
-        gaps[task_id] = " ".join([gap, *told.get(task_id, [])])
+            gaps.placeholders[task_id] = " ".join([gap, *told.get(task_id, [])])
+        elif not texts:
+            gap = _("Task %(n)s (%(name)s) has no steps: its agent will plan it when it runs.") % {
+                "n": number, "name": name}
+            gaps.unplanned[task_id] = " ".join([gap, *told.get(task_id, [])])
     return gaps
 
 
 def gaps_message(gaps: Mapping[int, str]) -> str:
-    return _("Add steps or regenerate before approving. %(gaps)s") % {"gaps": " ".join(gaps.values())}
+    """Why approval is refused (``PlanGaps.placeholders``)."""
+    return _("Write real steps or regenerate these tasks before approving. %(gaps)s") % {
+        "gaps": " ".join(gaps.values())}
 
 
 def _add_usage(plan_id: int, usage: Mapping[str, Any]) -> None:
@@ -354,16 +388,17 @@ def plan_approve(*, actor: Any, plan: Plan, version: int | None = None, supersed
     """Approval binds to the current version; older approved plans of the crew are superseded.
 
     A plan a run drafted for itself (``supersede=False``) leaves the crew's other plans alone.
-    A person approves only a plan with real steps for every task (``plan_gaps``: a conflict,
-    ``plan_incomplete``, naming the tasks); a run approving its own draft (``allow_gaps``) lets
-    a task without steps plan as usual (ENGINE.md §1).
+    A person approves only a plan without placeholder steps (``plan_gaps``: a conflict,
+    ``plan_incomplete``, naming the tasks); a task with no steps is no block (its agent plans it
+    when it runs, ENGINE.md §2b). Only the plan's own tasks count (``plan_tasks``), not a task
+    added to the crew since. A run approving its own draft (``allow_gaps``) is not checked.
     """
     locked = Plan.objects.select_for_update().get(pk=plan.pk)
     if locked.status not in (Plan.Status.DRAFT, Plan.Status.APPROVED):
         raise Conflict(_("Only a drafted plan can be approved."), code="plan_state")
     if version is not None and version != locked.version:
         raise Conflict(_("This plan changed elsewhere: reload it before approving."), code="stale_version")
-    if not allow_gaps and (gaps := plan_gaps(locked)):
+    if not allow_gaps and (gaps := plan_gaps(locked).placeholders):
         raise Conflict(gaps_message(gaps), code="plan_incomplete", field=f"tasks.{next(iter(gaps))}")
     if supersede:
         Plan.objects.filter(crew_id=locked.crew_id, status=Plan.Status.APPROVED).exclude(pk=locked.pk).update(

@@ -2,6 +2,13 @@
 (function () {
   "use strict";
 
+  // The language applies as soon as it is chosen (base.html: the button is for pages without JavaScript).
+  document.addEventListener("change", function (evt) {
+    if (evt.target && evt.target.id === "language-select" && evt.target.form) {
+      evt.target.form.submit();
+    }
+  });
+
   // An htmx swap replaces the focused button (say "Move up") with a new copy, and focus
   // falls back to <body>. Put it back on the element with the same id, or, when that one is
   // now disabled (the task reached the top), on the first enabled button of its form.

@@ -54,7 +54,7 @@ class TaskSection:
     regenerating: bool = False
     error: str = ""
     notice: str = ""
-    gap: str = ""  # why the task is not ready to approve (``plans.plan_gaps``), if it is not
+    gap: str = ""  # a placeholder step, or no steps at all (``plans.plan_gaps``), if so
     undo: dict[str, Any] | None = None
     urls: dict[str, str] = field(default_factory=dict)  # its forms' targets (EditorParts.task_urls)
 
@@ -140,11 +140,14 @@ def editor_context(request: HtmxHttpRequest, plan: Plan, *, notes: Mapping[int, 
         # arrows and the context links: one query for the links the editor does not read).
         context["diagram"] = crew_diagram(tasks, steps={s.task.pk: len(s.steps) for s in sections},
                                           context=selectors.crew_context_links(crew=crew), manager=manager_label(crew))
-    # Tasks without real steps: flagged at the task, and Approve says what is missing (the head
-    # comes along with every save, so the whole plan is checked, not only the section shown).
-    context["gaps"] = gaps = plans.plan_gaps(plan) if plan.status in EDITABLE else {}
+    # Placeholder steps block Approve (``gaps``); tasks with no steps are planned by their agents
+    # when they run (``unplanned``, a warning). Both are flagged at the task and beside Approve
+    # (the head comes along with every save, so the whole plan is checked, not only the section
+    # shown). Only the plan's own tasks count, not one added to the crew since.
+    found = plans.plan_gaps(plan, run=waiting_run) if plan.status in EDITABLE else plans.PlanGaps()
+    context["gaps"], context["unplanned"] = found.placeholders, found.unplanned
     for section in sections:
-        section.gap = gaps.get(section.task.pk, "")
+        section.gap = found.placeholders.get(section.task.pk) or found.unplanned.get(section.task.pk, "")
     if saved_from is not None and plan.version == saved_from:
         context["versions_oob"] = ""  # nothing saved: the list on the page is the current one
     elif saved_from and plan.version == saved_from + 1:

@@ -186,6 +186,10 @@ def test_making_an_llm_the_default_unsets_the_previous_one(client, admin_user):
         ({"name": "X", "model": "gpt-4o"}, "model"),
         ({"name": "X", "model": "openai/x", "params": {"colour": 1}}, "params"),
         ({"name": "X", "model": "openai/x", "params": {"temperature": "hot"}}, "params"),
+        ({"name": "X", "model": "openai/x", "params": {"timeout": 0}}, "params"),
+        ({"name": "X", "model": "openai/x", "params": {"connect_timeout": -1}}, "params"),
+        ({"name": "X", "model": "openai/x", "params": {"first_token_timeout": 100_000}}, "params"),
+        ({"name": "X", "model": "openai/x", "params": {"timeout": True}}, "params"),
         ({"name": "X", "model": "openai/x", "api_base": "not a url"}, "api_base"),
         ({"name": "X", "model": "openai/x", "context_window": 10}, "context_window"),
         ({"name": "X", "model": "openai/x", "rpm_limit": 0}, "rpm_limit"),
@@ -200,6 +204,16 @@ def test_making_an_llm_the_default_unsets_the_previous_one(client, admin_user):
 )
 def test_an_invalid_llm_is_refused_naming_the_field(client, admin_user, body, field):
     assert_invalid(client.post("/llms", json=body, user=admin_user), field)
+
+
+@pytest.mark.parametrize("key", ["timeout", "connect_timeout", "first_token_timeout"])
+@pytest.mark.parametrize("value", [0, -5, 0.0, 86_401])
+def test_a_timeout_out_of_range_is_a_422_naming_it(client, admin_user, keyed_llm, key, value):
+    body = assert_invalid(client.patch(f"/llms/{keyed_llm['id']}", json={"params": {key: value}}, user=admin_user),
+                          "params")
+
+    assert key in body["detail"] and "more than 0" in body["detail"]
+    assert client.patch(f"/llms/{keyed_llm['id']}", json={"params": {key: 0.5}}, user=admin_user).status_code == 200
 
 
 def test_the_builtin_demo_model_cannot_change_its_model(client, admin_user):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -15,7 +17,13 @@ from agents.models import LLM
 from tests.conftest import signed_in
 from tests.fakes.openai_server import Reply
 from tests.fakes.openai_server import fake_llm_server as fake_llm_server  # noqa: F401
-from tests.fakes.plain_models import answers, refuses_json_schema, refuses_tools
+from tests.fakes.plain_models import (
+    answers,
+    form_of,
+    refuses_json_object,
+    refuses_json_schema,
+    refuses_tools,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -174,8 +182,9 @@ def test_test_connection_stores_what_the_model_accepts_and_the_page_shows_it(
     response = client.post(reverse("agents:llm-test", args=[llm.pk]), HTTP_HX_REQUEST="true")
 
     page = response.content.decode()
-    assert "<html" not in page and 'id="llm-capabilities"' in page
-    assert "The connection works" in page
+    assert "<html" not in page and "<table" in page
+    status = page.split('hx-swap-oob="innerHTML:#llm-test-status"', 1)[1]
+    assert "The connection works" in status
     llm.refresh_from_db()
     assert llm.capabilities["forms"] == {"stream": True, "tools": True, "json_schema": False, "json_object": True}
     assert (llm.capabilities["context_window"], llm.capabilities["context_source"]) == (8192, "llama.cpp")
@@ -261,3 +270,216 @@ def test_the_api_test_reports_the_capabilities_it_stored(admin_user: Any, fake_l
     assert body["capabilities"]["context_window"] == 32768
     assert body["capabilities"]["context_window_too_large"] is False
     assert signed_in(admin_user).get(f"/api/llms/{llm.pk}").json()["capabilities"]["context_source"] == "vLLM"
+
+
+def test_the_test_result_is_announced_by_a_live_region_that_stays_in_the_page(
+    admin_user: Any, fake_llm_server: Any
+) -> None:
+    fake_llm_server.default = answers("OK")
+    llm = make_llm(admin_user, fake_llm_server.base_url)
+    client = signed_in(admin_user)
+    detail = client.get(reverse("agents:llm-detail", args=[llm.pk])).content.decode()
+    assert '<div role="status" id="llm-test-status">' in detail
+    form = detail.split(f'hx-post="{reverse("agents:llm-test", args=[llm.pk])}"', 1)[1].split(">", 1)[0]
+    assert 'hx-target="#llm-capabilities-table"' in form and 'hx-swap="innerHTML"' in form
+
+    answer = client.post(reverse("agents:llm-test", args=[llm.pk]), HTTP_HX_REQUEST="true").content.decode()
+
+    # The region is not swapped in (it may then go unheard): only the words inside it change.
+    assert 'role="status"' not in answer
+    assert re.search(r'<div hx-swap-oob="innerHTML:#llm-test-status">\s*<p class="notice notice--success">'
+                     r"\s*The connection works", answer)
+
+
+# What was learned is about one model on one server --------------------------------------------
+
+
+def learned(admin: Any) -> LLM:
+    llm = make_llm(admin, "http://localhost:8080/v1")
+    services.llm_capabilities_store(llm=llm, forms={"json_schema": False, "tools": True},
+                                    context_window=8192, context_source="llama.cpp", tested=True)
+    llm.refresh_from_db()
+    return llm
+
+
+@pytest.mark.parametrize(
+    ("change", "forgets"),
+    [
+        ({"model": "openai/qwen2.5"}, True),
+        ({"api_base": "http://localhost:11434/v1"}, True),
+        ({"api_base": "http://localhost:8080/v1/"}, False),  # the same server
+        ({"name": "Renamed", "params": '{"temperature": 0.2}'}, False),
+    ],
+)
+def test_editing_the_model_or_its_server_forgets_what_was_learned(
+    admin_user: Any, change: dict[str, str], forgets: bool
+) -> None:
+    llm = learned(admin_user)
+
+    response = signed_in(admin_user).post(
+        reverse("agents:llm-update", args=[llm.pk]),
+        llm_data(**{"model": llm.model, "api_base": llm.api_base, "context_window": "128000", **change}),
+    )
+
+    assert response.status_code == 302
+    llm.refresh_from_db()
+    assert (llm.capabilities == {}) is forgets
+    assert (llm_spec(llm).refuses == frozenset()) is forgets
+
+
+def test_the_api_patch_of_the_model_forgets_what_was_learned(admin_user: Any) -> None:
+    llm = learned(admin_user)
+    client = signed_in(admin_user)
+
+    response = client.patch(f"/api/llms/{llm.pk}", json.dumps({"model": "openai/other"}), content_type="application/json")
+
+    assert response.status_code == 200
+    assert set(response.json()["capabilities"]["forms"].values()) == {None}
+    llm.refresh_from_db()
+    assert llm.capabilities == {}
+
+
+@pytest.mark.parametrize(("field", "value"), [("model", "openai/qwen2.5"), ("api_base", "http://10.0.0.5:8080/v1")])
+def test_the_django_admin_forgets_what_was_learned_when_the_model_or_server_changes(
+    admin_user: Any, field: str, value: str
+) -> None:
+    llm = learned(admin_user)
+    kept = make_llm(admin_user, "http://localhost:8080/v1", name="Twin")
+    services.llm_capabilities_store(llm=kept, forms={"tools": False})
+    client = signed_in(admin_user)
+
+    response = client.post(reverse("admin:agents_llm_change", args=[llm.pk]),
+                           admin_form(**{"model": llm.model, "api_base": llm.api_base, field: value}))
+    renamed = client.post(reverse("admin:agents_llm_change", args=[kept.pk]),
+                          admin_form(name="Twin 2", model=kept.model, api_base=kept.api_base))
+
+    assert response.status_code == 302 and renamed.status_code == 302
+    llm.refresh_from_db()
+    kept.refresh_from_db()
+    assert llm.capabilities == {}
+    assert kept.capabilities["forms"] == {"tools": False}
+
+
+# Timeouts --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("params", ['{"timeout": 0}', '{"first_token_timeout": -1}', '{"connect_timeout": 1e9}'])
+def test_the_form_refuses_a_timeout_out_of_range_naming_it(admin_user: Any, params: str) -> None:
+    response = signed_in(admin_user).post(reverse("agents:llm-create"), llm_data(params=params))
+
+    assert response.status_code == 200
+    key = next(iter(json.loads(params)))
+    assert f"{key} must be more than 0 and at most 86400 seconds." in response.content.decode()
+    assert not LLM.objects.filter(name="Local").exists()
+
+
+def test_a_row_stored_with_bad_timeouts_still_tests_and_runs_on_the_defaults(
+    admin_user: Any, fake_llm_server: Any
+) -> None:
+    fake_llm_server.default = answers("OK")
+    llm = make_llm(admin_user, fake_llm_server.base_url)
+    bad = {"timeout": 0, "connect_timeout": -3, "first_token_timeout": "soon", "max_retries": 99, "temperature": 0.1}
+    LLM.objects.filter(pk=llm.pk).update(params=bad)  # as a row saved before the check existed
+    llm.refresh_from_db()
+
+    spec = llm_spec(llm)
+    response = signed_in(admin_user).post(reverse("agents:llm-test", args=[llm.pk]))
+
+    assert (spec.connect_timeout, spec.first_token_timeout, spec.timeout, spec.max_retries) == (10.0, 60.0, 600.0, 10)
+    assert spec.params == {"temperature": 0.1}
+    assert response.status_code == 200 and "The connection works" in response.content.decode()
+
+
+# Test connection on local servers ----------------------------------------------------------
+
+
+def test_a_cold_single_slot_server_passes_the_test(
+    admin_user: Any, fake_llm_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ollama or llama.cpp loading the model: the first request waits longer than a form probe's
+    limit, and the server answers one request at a time. The plain probe goes first, alone, with
+    the LLM's own first-token limit; the forms after it."""
+    from agents import probes
+
+    monkeypatch.setattr(probes, "PROBE_SECONDS", 1.0)
+    loaded: list[float] = []
+
+    def cold(request: Any) -> Reply:
+        if not loaded:
+            loaded.append(time.monotonic())
+            return Reply.text("OK").after(2)  # loading the model
+        return Reply.text("OK")
+
+    fake_llm_server.default = cold
+    llm = make_llm(admin_user, fake_llm_server.base_url, params={"first_token_timeout": 30})
+
+    result = services.llm_test(actor=admin_user, llm=llm)
+
+    assert result["ok"] is True, result["error"]
+    assert result["capabilities"]["forms"] == {"stream": True, "tools": True, "json_schema": True, "json_object": True}
+    completions = [r for r in fake_llm_server.requests if r.path.endswith("/chat/completions")]
+    assert form_of(completions[0]) == "plain" and not (completions[0].body or {}).get("stream")
+    assert all(r.at >= loaded[0] + 1.5 for r in completions[1:])  # the forms waited for the plain answer
+
+
+def test_the_plain_probe_waits_for_the_llms_first_token_at_most_two_minutes_and_the_forms_briefly(
+    admin_user: Any,
+) -> None:
+    import asyncio
+
+    from agents.engine.llm import LLMResponse
+    from agents.probes import PROBE_SECONDS, probe
+
+    seen: list[tuple[str, float, float]] = []
+
+    class Recording:
+        async def complete(self, request: Any, **kw: Any) -> LLMResponse:
+            seen.append((request.purpose, request.llm.first_token_timeout, request.llm.timeout))
+            return LLMResponse(content="OK")
+
+    slow = llm_spec(make_llm(admin_user, "http://localhost:1/v1", params={"first_token_timeout": 900}))
+    quick = llm_spec(make_llm(admin_user, "http://localhost:1/v1", name="Quick", params={"first_token_timeout": 30}))
+
+    assert asyncio.run(probe(slow, Recording())).ok
+    assert seen[0] == ("test", 120.0, 120.0 + PROBE_SECONDS)
+    assert len(seen) == 5 and {(f, t) for _purpose, f, t in seen[1:]} == {(PROBE_SECONDS, PROBE_SECONDS)}
+    seen.clear()
+    assert asyncio.run(probe(quick, Recording())).ok
+    assert seen[0] == ("test", 30.0, 30.0 + PROBE_SECONDS)
+
+
+def test_lm_studios_refusal_of_json_object_is_recognised(admin_user: Any, fake_llm_server: Any) -> None:
+    fake_llm_server.default = refuses_json_object(answers("OK"))
+    llm = make_llm(admin_user, fake_llm_server.base_url)
+
+    result = services.llm_test(actor=admin_user, llm=llm)
+
+    assert result["ok"] is True
+    assert result["capabilities"]["forms"] == {"stream": True, "tools": True, "json_schema": True, "json_object": False}
+    sent = [r.body for r in fake_llm_server.requests if form_of(r) == "json_object"]
+    assert len(sent) == 1 and sent[0]["response_format"] == {"type": "json_object"}
+    assert "extra_body" not in sent[0]
+
+
+# Navigation --------------------------------------------------------------------------------
+
+
+def test_the_llm_links_follow_the_admin_role_not_the_staff_flag(admin_user: Any, builder: Any) -> None:
+    from django.contrib.auth.models import Group
+
+    from planner_site.roles import ADMIN
+
+    builder.is_staff = True  # staff, but a builder: the LLM pages answer 403
+    builder.save()
+    admin_user.is_staff = admin_user.is_superuser = False  # the admin role, not staff
+    admin_user.save()
+    admin_user.groups.set([Group.objects.get(name=ADMIN)])
+    llms = f'href="{reverse("agents:llm-list")}"'
+
+    as_builder = signed_in(builder).get(reverse("crews:crew-list")).content.decode()
+    as_admin = signed_in(admin_user).get(reverse("crews:crew-list")).content.decode()
+
+    assert "Demo mode." in as_builder and "Demo mode." in as_admin  # the banner's link too
+    assert llms not in as_builder
+    assert as_admin.count(llms) == 2  # the navigation and the banner
+    assert signed_in(admin_user).get(reverse("agents:llm-list")).status_code == 200
