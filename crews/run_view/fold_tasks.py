@@ -29,7 +29,7 @@ from crews.run_view.state import (
     TaskView,
     ToolCall,
 )
-from crews.run_view.text import message_of, plan_url, text_of
+from crews.run_view.text import message_of, plan_url, skip_reason, text_of
 
 
 class TaskEvents:
@@ -310,7 +310,7 @@ class TaskEvents:
         step = self._step(task, step_id, data)
         if step is None:
             return
-        step.status, step.reason = "skipped", text_of(data.get("reason"))
+        step.status, step.reason = "skipped", skip_reason(data.get("reason"))
         self._emit(Change("step-head", {"step": step, "task": task}))
         self._emit(Change("step-result", {"step": step, "task": task}))
 

@@ -12,7 +12,7 @@ import nh3
 from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.translation import get_language
+from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
 from markdown_it import MarkdownIt
 
@@ -112,6 +112,19 @@ def text_of(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+# Why the engine skipped a step, in the words it stores (English: a worker has no reader), and
+# as people read them. Lazy: a socket's view is built before it knows its reader's language.
+SKIP_REASONS = {
+    "cancelled": gettext_lazy("the run was stopped"),
+    "not approved as proposed": gettext_lazy("not approved as proposed"),
+}
+
+
+def skip_reason(value: Any) -> str:
+    text = text_of(value)
+    return SKIP_REASONS.get(text.strip().lower(), text)  # type: ignore[return-value]
 
 
 def message_of(value: Any) -> str:

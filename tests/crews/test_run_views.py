@@ -849,3 +849,26 @@ def test_a_deviation_shows_as_a_diff_and_a_proposal_waits_with_links_to_review_i
     assert "<del>Write the report</del>" in html and "<ins>Estimate &lt;it&gt;</ins>" in html
     assert "the agent proposes new steps" in html
     assert reverse("crews:plan-diff", args=[7]) + "?from=2&amp;to=3" in html
+
+
+def test_why_a_step_was_skipped_reads_in_peoples_words_in_the_readers_language(builder):
+    from django.utils import translation
+
+    agent = make_agent(builder, "Planner")
+    run = Run.objects.create(agent=agent, created_by=builder, message="Plan Lisbon",
+                             snapshot={"agent": {"name": "Planner", "role": "Trip Planner"}})
+    for type_, data, step in [
+        ("run.queued", {}, None), ("run.started", {}, None), ("agent_plan.started", {"attempt": 1}, None),
+        ("agent_plan.completed", {"attempt": 1, "plan": "p", "ready": True, "steps": [
+            {"step_id": "k.s1", "number": 1, "description": "Find sights"}]}, None),
+        ("step.skipped", {"step_id": "k.s1", "number": 1, "reason": "cancelled"}, "k.s1"),
+        ("run.cancelled", {}, None),
+    ]:
+        record_event(run.pk, type_, data, step_id=step)
+
+    view = RunView.build(run)  # built before the reader's language is known, as a socket's is
+    [step] = [s for item in view.scope.plan if item.kind == "segment" for s in item.steps]
+    assert str(step.reason) == "the run was stopped"
+    with translation.override("pt-br"):
+        assert str(step.reason) == "a execução foi parada"
+        assert "cancelled" not in detail(run)
