@@ -23,6 +23,7 @@ from crews.run_view.text import (
     args_text,
     dom_key,
     duration_text,
+    labels,
     llm_call_url,
     markdown,
     purpose_label,
@@ -483,7 +484,7 @@ class LogRow(NamedTuple):
 
 def log_rows_html(rows: list[LogRow], oob: bool = False) -> SafeString:
     """Rows of the event log: the page's, or (``oob``) the one the socket appends to it."""
-    return SafeString(parts().log_rows(rows, oob))
+    return SafeString(parts().log_rows(rows, labels("event"), oob))
 
 
 _SUMMARY_FIELDS = ("output", "error", "message", "description", "text", "reason", "answer", "name")

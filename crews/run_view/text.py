@@ -191,6 +191,32 @@ def _labels_now() -> dict[str, dict[str, str]]:
             "step": _("working on a step"), "react": _("thinking"), "synthesis": _("writing the answer"),
             "aggregate": _("writing the answer"), "manager": _("managing"), "test": _("test"),
         },
+        # The event log's words for each event type (the raw type is its tooltip).
+        "event": {
+            "run.queued": _("Queued"), "run.started": _("Started"), "run.planning": _("Planning"),
+            "run.awaiting_approval": _("Waiting for approval"), "run.awaiting_input": _("Waiting for you"),
+            "run.resumed": _("Resumed"), "run.cancelling": _("Stopping"), "run.cancelled": _("Stopped"),
+            "run.interrupted": _("Interrupted"), "run.succeeded": _("Finished"), "run.failed": _("Failed"),
+            "crew_plan.started": _("Crew planning started"), "crew_plan.completed": _("Crew plan drafted"),
+            "crew_plan.failed": _("Crew plan failed"), "crew_plan.warning": _("Planner's warning"),
+            "crew_plan.approved": _("Plan approved"), "crew_plan.deviated": _("Plan changed"),
+            "agent_plan.started": _("Planning"), "agent_plan.completed": _("Planned"),
+            "agent_plan.failed": _("Planning failed"), "agent_plan.refined": _("Plan refined"),
+            "agent_plan.replanned": _("Replanned"), "agent_plan.goal_achieved": _("Goal reached"),
+            "agent_plan.bound": _("Following the approved plan"),
+            "task.started": _("Task started"), "task.completed": _("Task done"), "task.failed": _("Task failed"),
+            "step.started": _("Step started"), "step.completed": _("Step done"), "step.skipped": _("Step skipped"),
+            "step.observed": _("Step reviewed"),
+            "llm.started": _("Asked the model"), "llm.completed": _("The model answered"),
+            "llm.failed": _("The model call failed"),
+            "tool.started": _("Using a tool"), "tool.completed": _("Used a tool"), "tool.failed": _("A tool failed"),
+            "approval.requested": _("Asked a person to approve"), "approval.resolved": _("A person decided"),
+            "feedback.requested": _("Asked a person to review"), "feedback.received": _("A person reviewed"),
+            "budget.exceeded": _("Budget reached"), "guardrail.passed": _("Check passed"),
+            "guardrail.failed": _("Check failed"),
+            "react.turn": _("Next turn"), "react.format_error": _("Reply not understood"),
+            "react.stuck": _("Stuck on one reply"), "react.forced_answer": _("Asked for a best answer"),
+        },
         # The words of templates/crews/run_parts.jinja: its macros get this table whole (a
         # gettext call inside a macro costs ten escapes, and a long run has thousands of parts).
         "words": {

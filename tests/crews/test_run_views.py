@@ -871,4 +871,18 @@ def test_why_a_step_was_skipped_reads_in_peoples_words_in_the_readers_language(b
     assert str(step.reason) == "the run was stopped"
     with translation.override("pt-br"):
         assert str(step.reason) == "a execução foi parada"
-        assert "cancelled" not in detail(run)
+    page = signed_in(builder).get(detail(run), HTTP_ACCEPT_LANGUAGE="pt-br").content.decode()
+    assert "Pulada: a execução foi parada" in page and "Pulada: cancelled" not in page
+
+
+def test_the_event_log_says_what_happened_in_words_with_the_type_as_its_tooltip(builder):
+    agent = make_agent(builder, "Planner")
+    run = Run.objects.create(agent=agent, created_by=builder, message="Plan Lisbon", snapshot={"agent": {"name": "P"}})
+    for type_, data in [("run.queued", {}), ("run.started", {}), ("llm.started", {"model": "m", "purpose": "react"}),
+                        ("run.cancelled", {})]:
+        record_event(run.pk, type_, data)
+
+    client = signed_in(builder)
+    assert '<span class="run-event-type" title="llm.started">Asked the model</span>' in client.get(detail(run)).content.decode()
+    page = client.get(detail(run), HTTP_ACCEPT_LANGUAGE="pt-br").content.decode()
+    assert '<span class="run-event-type" title="llm.started">Pergunta ao modelo</span>' in page
