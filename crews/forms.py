@@ -37,6 +37,21 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
         help_text=_('A JSON object, like {"year": 2026}. For values that are not plain text.'),
     )
 
+    # Planning as one plain choice: it sets the model's ``planning`` and ``review_plan``. A post
+    # without it (an older page, a script) keeps those two boxes as posted.
+    PLAN_MODES = (
+        ("review", _("Draft a plan I review first")),
+        ("auto", _("Plan and run at once")),
+        ("none", _("No plan")),
+    )
+    PLAN_MODE_HELP = {
+        "review": _("The LLM drafts a step-by-step plan for every task; you edit and approve it, then the crew "
+                    "does exactly that."),
+        "auto": _("The run drafts its plan and follows it without waiting for anyone."),
+        "none": _("Each agent works from the task text alone."),
+    }
+    plan_mode = forms.ChoiceField(label=_("Plan"), choices=PLAN_MODES, required=False, widget=forms.RadioSelect)
+
     service_error_fields = {
         "agent_ids": "agents",
         "default_inputs": "extra_inputs",
@@ -96,6 +111,10 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
         for name in self.input_rows:
             initial[f"input__{name}"] = defaults.pop(name, "")
         initial["extra_inputs"] = defaults or None
+        if crew is not None:
+            initial["plan_mode"] = ("review" if crew.review_plan else "auto") if crew.planning else "none"
+        else:
+            initial["plan_mode"] = "review"  # what the product is for: a plan a person approves
         super().__init__(data, initial=initial)
         self.fields["agents"].queryset = agents
         self.fields["agents"].help_text = _("Only your own agents. A task's agent joins the crew.")
@@ -116,8 +135,16 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
     def clean_on_step_failure(self) -> str:
         return self.cleaned_data.get("on_step_failure") or Crew._meta.get_field("on_step_failure").default
 
+    def plan_mode_choices(self) -> list[tuple[forms.BoundField, str]]:
+        """The plan choices with the sentence that says what each does, for the template."""
+        return [(choice, self.PLAN_MODE_HELP[choice.data["value"]]) for choice in self["plan_mode"]]
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        mode = cleaned.get("plan_mode")
+        if mode:
+            cleaned["planning"] = mode != "none"
+            cleaned["review_plan"] = mode == "review"
         extra = cleaned.get("extra_inputs")
         if extra is not None and not isinstance(extra, dict):
             self.add_error(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -457,3 +458,19 @@ def test_user_text_is_escaped(builder: Any) -> None:
     html = signed_in(builder).get(reverse("crews:crew-detail", args=[crew.pk])).content.decode()
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
     assert "<img src=x" not in html and "<b>bold</b>" not in html
+
+
+@pytest.mark.parametrize(("mode", "planning", "review"), [("review", True, True), ("auto", True, False),
+                                                          ("none", False, False)])
+def test_the_plan_choice_sets_planning_and_review_and_the_edit_form_shows_it(
+        builder: Any, mode: str, planning: bool, review: bool) -> None:
+    client = signed_in(builder)
+    form = client.get(reverse("crews:crew-create")).content.decode()
+    assert re.search(r'value="review"[^>]*checked', form)  # a new crew has its plan reviewed
+    assert "Draft a plan I review first" in form and "Plan and run at once" in form and "No plan" in form
+
+    response = client.post(reverse("crews:crew-create"), crew_data(name=f"Crew {mode}", plan_mode=mode))
+    crew = Crew.objects.get(name=f"Crew {mode}")
+    assert response.status_code == 302 and (crew.planning, crew.review_plan) == (planning, review)
+    edit = client.get(reverse("crews:crew-update", args=[crew.pk])).content.decode()
+    assert re.search(rf'value="{mode}"[^>]*checked', edit)
