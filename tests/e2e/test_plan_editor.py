@@ -241,3 +241,23 @@ def test_the_editor_works_without_javascript(browser: Browser, app_server: LiveS
         expect(page.get_by_role("region", name="Changes from v3 to v4")).to_contain_text("1 removed")
     finally:
         context.close()
+
+
+def test_a_steps_actions_show_on_hover_and_on_keyboard_focus_only(page: Page) -> None:
+    draft_plan(page)
+    research = task(page, "Research")
+    first, second = research.get_by_role("listitem").nth(0), research.get_by_role("listitem").nth(1)
+    actions = second.locator(".step__actions")
+    page.mouse.move(0, 0)
+    expect(actions).to_have_css("opacity", "0")  # a plan is not a wall of buttons
+
+    second.hover()
+    expect(actions).to_have_css("opacity", "1")
+    page.mouse.move(0, 0)
+    expect(actions).to_have_css("opacity", "0")
+
+    # From the keyboard: tabbing into the step's actions shows them.
+    first.get_by_role("button", name="Delete: step 1").focus()
+    page.keyboard.press("Tab")
+    expect(second.get_by_role("link", name="Edit: step 2")).to_be_focused()
+    expect(actions).to_have_css("opacity", "1")
