@@ -9,7 +9,7 @@ from typing import Any
 from ui_data import Data
 from ui_measure import Scenario
 
-PIECES = ("reversing",)
+PIECES = ("reversing", "diagram")
 
 
 @contextmanager
@@ -35,6 +35,8 @@ def without_rows(piece: str, scenarios: list[Scenario], data: Data) -> list[Scen
     from crews import plans
     from crews.models import Plan
 
+    if piece == "diagram":
+        return _without_diagram(scenarios)
     if piece != "reversing":
         raise ValueError(f"no such piece: {piece}")
     by_name = {s.name.split(" (")[0]: s for s in scenarios}
@@ -68,3 +70,17 @@ def without_rows(piece: str, scenarios: list[Scenario], data: Data) -> list[Scen
         Scenario(run_page.name + ", each URL reversed", run_page_reversing, None),
         Scenario(editor.name + ", + one reverse() per step link", editor_reversing, None),
     ]
+
+
+def _without_diagram(scenarios: list[Scenario]) -> list[Scenario]:
+    """diagram: the plan editor without the crew's picture in its side column (what drawing it costs)."""
+    import crews.views.plan_context as plan_context
+    from crews.diagram import Diagram
+
+    editor = {s.name.split(" (")[0]: s for s in scenarios}["plan editor"]
+
+    def editor_without_diagram() -> Any:
+        with swapped(plan_context, "crew_diagram", lambda *args, **kwargs: Diagram()):
+            return editor.request()
+
+    return [Scenario(editor.name + ", without the diagram", editor_without_diagram, None)]
