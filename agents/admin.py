@@ -8,7 +8,7 @@ from django import forms
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
-from agents.forms import OneDefaultLLMMixin
+from agents.forms import LLM_FORM_FIELDS, OneDefaultLLMMixin
 from agents.models import LLM, Agent, PlanningConfig, PromptTemplate, PromptTemplateVersion
 from agents.services import llm_server_identity
 from planner_site.audit import audit
@@ -24,10 +24,7 @@ class LLMAdminForm(OneDefaultLLMMixin, forms.ModelForm):
 
     class Meta:
         model = LLM
-        fields = [
-            "name", "model", "api_base", "params", "context_window", "supports_tools", "rpm_limit",
-            "input_price_per_1k", "output_price_per_1k", "is_default",
-        ]
+        fields = LLM_FORM_FIELDS
 
 
 @admin.register(LLM)

@@ -294,6 +294,13 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
             super().add_service_errors(ValidationError(rest))
 
 
+# What an admin edits of an LLM, on the site's pages and in Django's admin alike (the key apart).
+LLM_FORM_FIELDS = [
+    "name", "model", "api_base", "params", "context_window", "supports_tools", "rpm_limit",
+    "input_price_per_1k", "output_price_per_1k", "is_default",
+]
+
+
 class OneDefaultLLMMixin:
     """Ticking "site default" moves the default here (``llm_set_default``) instead of failing.
 
@@ -335,10 +342,7 @@ class LLMForm(OneDefaultLLMMixin, ServiceErrorsMixin, forms.ModelForm):
 
     class Meta:
         model = LLM
-        fields = [
-            "name", "model", "api_base", "params", "context_window", "supports_tools", "rpm_limit",
-            "input_price_per_1k", "output_price_per_1k", "is_default",
-        ]
+        fields = LLM_FORM_FIELDS
         widgets = {"params": _textarea(3), "supports_tools": forms.NullBooleanSelect}
         help_texts = {
             "params": _("JSON: temperature, max_tokens, timeout, connect_timeout, first_token_timeout (seconds)."),
