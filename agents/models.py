@@ -180,7 +180,7 @@ class PromptTemplateVersion(models.Model):
         PromptTemplate, verbose_name=_("prompt template"), on_delete=models.CASCADE, related_name="versions"
     )
     number = models.PositiveIntegerField(_("number"))
-    text = models.TextField(_("text"))
+    text = models.TextField(_("text"), max_length=20_000)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("created by"),
         null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -209,8 +209,10 @@ class Agent(models.Model):
     )
     name = models.CharField(_("name"), max_length=100)
     role = models.CharField(_("role"), max_length=300)
-    goal = models.TextField(_("goal"))
-    backstory = models.TextField(_("backstory"), blank=True)
+    # Every free text has a ceiling (issue #16): each goes into prompts, so a megabyte pasted by
+    # mistake would be sent, and paid for, on every call. Forms and the API read these limits.
+    goal = models.TextField(_("goal"), max_length=4_000)
+    backstory = models.TextField(_("backstory"), blank=True, max_length=8_000)
     llm = models.ForeignKey(
         LLM, verbose_name=_("LLM"), null=True, blank=True, on_delete=models.PROTECT,
         related_name="agents", help_text=_("Empty: the site default."),
@@ -301,9 +303,9 @@ class PlanningConfig(models.Model):
         LLM, verbose_name=_("planning LLM"), null=True, blank=True, on_delete=models.PROTECT,
         related_name="+", help_text=_("Empty: the agent's LLM."),
     )
-    system_prompt = models.TextField(_("system prompt"), blank=True)
-    plan_prompt = models.TextField(_("plan prompt"), blank=True)
-    refine_prompt = models.TextField(_("refine prompt"), blank=True)
+    system_prompt = models.TextField(_("system prompt"), blank=True, max_length=20_000)
+    plan_prompt = models.TextField(_("plan prompt"), blank=True, max_length=20_000)
+    refine_prompt = models.TextField(_("refine prompt"), blank=True, max_length=20_000)
 
     class Meta:
         verbose_name = _("planning config")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -29,7 +29,8 @@ class Crew(models.Model):
         settings.AUTH_USER_MODEL, verbose_name=_("owner"), on_delete=models.CASCADE, related_name="crews"
     )
     name = models.CharField(_("name"), max_length=100)
-    description = models.TextField(_("description"), blank=True)
+    # Free texts have ceilings (issue #16): they go into prompts. Forms and the API read them.
+    description = models.TextField(_("description"), blank=True, max_length=4_000)
     process = models.CharField(
         _("process"), max_length=20, choices=Process.choices, default=Process.SEQUENTIAL
     )
@@ -89,8 +90,8 @@ class Task(models.Model):
     )
     order = models.PositiveIntegerField(_("order"), default=0)
     name = models.CharField(_("name"), max_length=100)
-    description = models.TextField(_("description"))
-    expected_output = models.TextField(_("expected output"))
+    description = models.TextField(_("description"), max_length=20_000)
+    expected_output = models.TextField(_("expected output"), max_length=8_000)
     agent = models.ForeignKey(
         Agent, verbose_name=_("agent"), null=True, blank=True, on_delete=models.SET_NULL,
         related_name="tasks",
@@ -101,6 +102,15 @@ class Task(models.Model):
     )
     async_execution = models.BooleanField(_("run alongside the next tasks"), default=False)
     human_input = models.BooleanField(_("ask a person to review the answer"), default=False)
+    # What the answer must be (issue #18): a JSON schema, or None for free text.
+    output_schema = models.JSONField(_("output schema"), null=True, blank=True)
+    # How the answer is checked before a later task takes it (API.md "Crews and tasks"):
+    # {"criteria": [str], "min_chars": int, "max_chars": int, "must_contain": [str],
+    #  "must_not_contain": [str], "pattern": str}; every key optional, {} = no checks.
+    guardrails = models.JSONField(_("checks"), default=dict, blank=True)
+    guardrail_max_retries = models.PositiveSmallIntegerField(
+        _("retries after a failed check"), default=3, validators=[MaxValueValidator(10)]
+    )
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
@@ -327,6 +337,7 @@ class RunTask(models.Model):
         _("status"), max_length=10, choices=Status.choices, default=Status.WAITING
     )
     output = models.TextField(_("output"), blank=True)
+    output_json = models.JSONField(_("output (JSON)"), null=True, blank=True)  # when the task has a schema
     error = models.TextField(_("error"), blank=True)
     prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), default=0)
     completion_tokens = models.PositiveIntegerField(_("completion tokens"), default=0)
