@@ -3,7 +3,7 @@
 from django.urls import path
 
 from crews.views import crews as views
-from crews.views import plans, runs
+from crews.views import interop, plans, runs
 
 app_name = "crews"
 urlpatterns = [
@@ -16,7 +16,8 @@ urlpatterns = [
     path("tasks/<int:task_id>/edit/", views.task_update, name="task-update"),
     path("tasks/<int:task_id>/delete/", views.task_delete, name="task-delete"),
     path("tasks/<int:task_id>/move/", views.task_move, name="task-move"),
-    # Plan and run pages declare their own routes next to their views.
+    # Plan, run and import pages declare their own routes next to their views.
     *plans.urlpatterns,
+    *interop.urlpatterns,
     *runs.urlpatterns,
 ]

@@ -1,0 +1,1 @@
+"""Crews in and out of CrewAI's project formats: read (``sources``), import (``importing``), export."""
