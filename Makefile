@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint unit e2e scaleout bench setup setup-test lock clean messages compile-messages
+.PHONY: run test lint unit e2e fuzz scaleout bench setup setup-test lock clean messages compile-messages
 
 # Python >= 3.12 (Django 6): python3.13, python3.12, python3, or a pyenv-installed version.
 define find_python
@@ -83,7 +83,11 @@ e2e: setup-test
 scaleout: setup-test
 	$(PY) -m pytest -q -rs -o addopts="-p no:cacheprovider --import-mode=importlib" tests/scaleout
 
-test: lint unit e2e
+# Schemathesis against the served API (tests/fuzz): no 500, every status and body as documented.
+fuzz: setup-test
+	$(PY) -m pytest -q -rs -s -o addopts="-p no:cacheprovider --import-mode=importlib" tests/fuzz
+
+test: lint unit e2e fuzz
 
 bench: setup-test
 	$(PY) bench/startup.py

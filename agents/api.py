@@ -178,7 +178,11 @@ def agent_update(request: HttpRequest, id: int, payload: AgentPatch) -> Any:
         return services.agent_update(actor=request.user, agent=agent, **payload.service_fields())
 
 
-@router.delete("/agents/{id}", response={204: None, **errors(404)})
+@router.delete(
+    "/agents/{id}",
+    response={204: None, **errors(404, 409)},
+    description="409 while one of its runs works: stop the run first.",
+)
 def agent_delete(request: HttpRequest, id: int) -> Any:
     agent = selectors.agent_get(user=request.user, agent_id=id, for_write=True)
     services.agent_delete(actor=request.user, agent=agent)

@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from agents.engine.specs import PLAN_PROMPT_PLACEHOLDERS, REFINE_PROMPT_PLACEHOLDERS
 from agents.models import LLM, Agent, PlanningConfig
 from agents.presets import PRESETS, preset_apply, preset_choices
+from planner_site.body_checks import CheckedJSONField
 
 
 class ServiceErrorsMixin:
@@ -344,6 +345,7 @@ class LLMForm(OneDefaultLLMMixin, ServiceErrorsMixin, forms.ModelForm):
         model = LLM
         fields = LLM_FORM_FIELDS
         widgets = {"params": _textarea(3), "supports_tools": forms.NullBooleanSelect}
+        field_classes = {"params": CheckedJSONField}  # refuses a lone surrogate or deep nesting
         help_texts = {
             "params": _("JSON: temperature, max_tokens, timeout, connect_timeout, first_token_timeout (seconds)."),
             "supports_tools": _("Unknown: Test connection finds out, else the model name decides."),

@@ -15,16 +15,28 @@ from typing import Any, Literal
 from ninja import Field, Schema
 from pydantic import ConfigDict
 
-from agents.models import LLM, Agent, PromptTemplateVersion
-from planner_site.schemas import Id
+from agents.models import LLM, Agent, PlanningConfig, PromptTemplateVersion
+from planner_site.schemas import Id, model_text
 
 AgentType = Literal["react", "plan_execute"]
 ReasoningEffort = Literal["low", "medium", "high"]
-Price = Decimal | None
+Price = Decimal | None  # a JSON number or a string of one (strict=False on each price field)
+LLMName = model_text(LLM, "name", trim=True)
+LLMModel = model_text(LLM, "model", trim=True)
+LLMApiBase = model_text(LLM, "api_base")
+AgentName = model_text(Agent, "name", trim=True)
+AgentRole = model_text(Agent, "role")
+AgentGoal = model_text(Agent, "goal")
+AgentBackstory = model_text(Agent, "backstory")
+SystemPrompt = model_text(PlanningConfig, "system_prompt")
+PlanPrompt = model_text(PlanningConfig, "plan_prompt")
+RefinePrompt = model_text(PlanningConfig, "refine_prompt")
+PromptText = model_text(PromptTemplateVersion, "text")
 
 
 class _Body(Schema):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "max_tool_calls": false or "planning": 0 is a 422, not quietly converted (issue #16).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     def service_fields(self) -> dict[str, Any]:
         """The fields the client sent, named as the services take them."""
@@ -98,9 +110,9 @@ class LLMOut(Schema):
 
 
 class LLMIn(_Body):
-    name: str
-    model: str = Field(description="litellm model string, e.g. openai/gpt-4o-mini.")
-    api_base: str = Field("", description="For self-hosted or OpenAI-compatible servers.")
+    name: LLMName
+    model: LLMModel = Field(description="litellm model string, e.g. openai/gpt-4o-mini.")
+    api_base: LLMApiBase = Field("", description="For self-hosted or OpenAI-compatible servers.")
     api_key: str | None = Field(None, description="Write-only; stored encrypted.")
     params: dict[str, Any] = Field(
         default_factory=dict,
@@ -111,16 +123,16 @@ class LLMIn(_Body):
     is_default: bool = False
     context_window: int = Field(128_000, ge=256)
     rpm_limit: int | None = Field(None, ge=1)
-    input_price_per_1k: Price = Field(None, ge=0, description="USD; overrides litellm's price.")
-    output_price_per_1k: Price = Field(None, ge=0, description="USD; overrides litellm's price.")
+    input_price_per_1k: Price = Field(None, ge=0, strict=False, description="USD; overrides litellm's price.")
+    output_price_per_1k: Price = Field(None, ge=0, strict=False, description="USD; overrides litellm's price.")
 
 
 class LLMPatch(_Body):
     """Only the fields sent change. Fields that cannot be empty refuse null."""
 
-    name: str = Field(None)
-    model: str = Field(None)
-    api_base: str = Field(None)
+    name: LLMName = Field(None)
+    model: LLMModel = Field(None)
+    api_base: LLMApiBase = Field(None)
     api_key: str | None = Field(
         None, description='Omit to keep the stored key; "" (or null) clears it.'
     )
@@ -129,8 +141,8 @@ class LLMPatch(_Body):
     is_default: bool = Field(None)
     context_window: int = Field(None, ge=256)
     rpm_limit: int | None = Field(None, ge=1)
-    input_price_per_1k: Price = Field(None, ge=0)
-    output_price_per_1k: Price = Field(None, ge=0)
+    input_price_per_1k: Price = Field(None, ge=0, strict=False)
+    output_price_per_1k: Price = Field(None, ge=0, strict=False)
 
 
 class LLMTestOut(Schema):
@@ -188,7 +200,7 @@ class PromptVersionOut(Schema):
 
 
 class PromptIn(_Body):
-    text: str = Field(description="{name} placeholders from this prompt's list; {{ }} for braces.")
+    text: PromptText = Field(description="{name} placeholders from this prompt's list; {{ }} for braces.")
 
 
 # Tools -----------------------------------------------------------------------------------------
@@ -214,13 +226,13 @@ class PlanningConfigIn(_Body):
     max_step_iterations: int = Field(15, ge=1)
     step_timeout: int | None = Field(None, ge=1, description="Seconds; null: no limit.")
     llm_id: Id | None = Field(None, description="Planning LLM; null: the agent's.")
-    system_prompt: str | None = Field(None, description="Used verbatim; null: the template.")
-    plan_prompt: str | None = Field(
+    system_prompt: SystemPrompt | None = Field(None, description="Used verbatim; null: the template.")
+    plan_prompt: PlanPrompt | None = Field(
         None,
         description="Placeholders: {role} {goal} {backstory} {description} {expected_output} "
         "{tools} {max_steps}. null: the template.",
     )
-    refine_prompt: str | None = Field(
+    refine_prompt: RefinePrompt | None = Field(
         None,
         description="Placeholders: {role} {goal} {backstory} {current_plan} {max_steps}. "
         "null: the template.",
@@ -284,10 +296,10 @@ class _AgentBody(_Body):
 
 
 class AgentIn(_AgentBody):
-    name: str
-    role: str
-    goal: str
-    backstory: str = ""
+    name: AgentName
+    role: AgentRole
+    goal: AgentGoal
+    backstory: AgentBackstory = ""
     llm_id: Id | None = Field(None, description="null: the site's default LLM.")
     tools: list[str] = Field(default_factory=list, description="Names from GET /api/tools.")
     tool_options: dict[str, ToolOptionsIn] = Field(
@@ -311,10 +323,10 @@ class AgentIn(_AgentBody):
 class AgentPatch(_AgentBody):
     """Only the fields sent change. Fields that cannot be empty refuse null."""
 
-    name: str = Field(None)
-    role: str = Field(None)
-    goal: str = Field(None)
-    backstory: str = Field(None)
+    name: AgentName = Field(None)
+    role: AgentRole = Field(None)
+    goal: AgentGoal = Field(None)
+    backstory: AgentBackstory = Field(None)
     llm_id: Id | None = Field(None, description="null: the site's default LLM.")
     tools: list[str] = Field(None)
     tool_options: dict[str, ToolOptionsIn] = Field(None)

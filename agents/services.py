@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import ProtectedError
+from django.db.models import ProtectedError, UniqueConstraint
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -24,12 +25,14 @@ from agents.models import (
     PromptTemplateVersion,
 )
 from planner_site.audit import audit
+from planner_site.body_checks import check_text_ceilings
 from planner_site.errors import Conflict, Forbidden
 from planner_site.roles import can_build, is_admin
 
 if TYPE_CHECKING:
     from agents.engine.llm import Gateway
 
+logger = logging.getLogger(__name__)
 _UNSET: Any = object()
 LLM_FIELDS = (
     "name", "model", "api_base", "params", "supports_tools", "context_window", "rpm_limit",
@@ -52,13 +55,32 @@ def _require_admin(actor: Any) -> None:
         raise Forbidden(_("Only an admin can change LLMs and prompts."))
 
 
+def _unique_taken(obj: Any, field: str) -> bool:
+    """Another row holds ``obj``'s value of ``field`` where the field, or a unique constraint
+    with it (an owner's agent names), must be unique."""
+    meta = obj._meta
+    groups = [[field]] if meta.get_field(field).unique else []
+    groups += [list(c.fields) for c in meta.constraints if isinstance(c, UniqueConstraint) and field in c.fields]
+    manager = type(obj)._default_manager
+    for group in groups:
+        values = {meta.get_field(name).attname: getattr(obj, meta.get_field(name).attname) for name in group}
+        if manager.filter(**values).exclude(pk=obj.pk).exists():
+            return True
+    return False
+
+
 def _save(obj: Any, *, unique_field: str = "name", exclude: list[str] | None = None) -> None:
     obj.full_clean(exclude=exclude)
+    check_text_ceilings(obj)
     try:
         with transaction.atomic():
             obj.save()
-    except IntegrityError:
-        raise ValidationError({unique_field: _("This name is already taken.")}) from None
+    except IntegrityError as exc:
+        # Only a name taken (in the meantime) is that sentence; anything else is said for what it is.
+        if _unique_taken(obj, unique_field):
+            raise ValidationError({unique_field: _("This name is already taken.")}) from None
+        logger.warning("%s could not be stored: %s", type(obj).__name__, exc)
+        raise ValidationError(_("The database refused these values; nothing was saved.")) from None
 
 
 # LLMs ----------------------------------------------------------------------------------------
@@ -163,6 +185,7 @@ def llm_test(*, actor: Any, llm: LLM, gateway: Gateway | None = None) -> dict[st
         "ok": result.ok,
         "latency_ms": result.latency_ms,
         "error": result.error,
+        "kind": result.kind,
         "capabilities": llm.capabilities,
     }
 
@@ -264,14 +287,17 @@ def prompt_seed() -> int:
 
 
 @transaction.atomic
-def prompt_update(*, actor: Any, key: str, text: str) -> PromptTemplateVersion:
-    """Saving a prompt adds a version; earlier versions never change."""
+def prompt_update(*, actor: Any, key: str, text: str, note: str = "",
+                  origin: dict[str, Any] | None = None) -> PromptTemplateVersion:
+    """Saving a prompt adds a version; earlier versions never change. The note (why) is kept
+    in the audit log beside the version number."""
     from agents.selectors import prompt_get
 
     _require_admin(actor)
     template, current = prompt_get(key=key)
     if not text.strip():
         raise ValidationError({"text": _("The prompt text cannot be empty.")})
+    check_text_ceilings(PromptTemplateVersion(template=template, text=text))
     try:
         validate_template(key, text)
     except PromptError as exc:
@@ -279,7 +305,9 @@ def prompt_update(*, actor: Any, key: str, text: str) -> PromptTemplateVersion:
     version = PromptTemplateVersion.objects.create(
         template=template, number=current.number + 1, text=text, created_by=actor
     )
-    audit(actor=actor, action="prompt.updated", target=template, version=version.number)
+    # ``origin``: a restore's {"restored_from": n} or a reset's {"reset": true}, worded by the pages.
+    audit(actor=actor, action="prompt.updated", target=template, version=version.number, note=note.strip()[:500],
+          **(origin or {}))
     return version
 
 
@@ -292,7 +320,16 @@ def prompt_restore(*, actor: Any, key: str, number: int) -> PromptTemplateVersio
         from planner_site.errors import NotFound
 
         raise NotFound(_("Prompt %(key)s has no version %(n)s.") % {"key": key, "n": number})
-    return prompt_update(actor=actor, key=key, text=old.text)
+    return prompt_update(actor=actor, key=key, text=old.text, origin={"restored_from": number})
+
+
+def prompt_reset(*, actor: Any, key: str) -> PromptTemplateVersion:
+    """Resetting a prompt saves the engine's default text as a new version."""
+    if key not in PROMPT_DEFAULTS:
+        from planner_site.errors import NotFound
+
+        raise NotFound(_("No prompt template %(key)s.") % {"key": key})
+    return prompt_update(actor=actor, key=key, text=PROMPT_DEFAULTS[key].text, origin={"reset": True})
 
 
 # Agents --------------------------------------------------------------------------------------
@@ -316,6 +353,7 @@ def _apply_planning(agent: Agent, planning_config: dict[str, Any] | None) -> Non
             setattr(config, key, "" if value is None and key.endswith("prompt") else value)
     try:
         config.full_clean()
+        check_text_ceilings(config)
     except ValidationError as exc:
         raise ValidationError({f"planning_config.{k}": v for k, v in exc.message_dict.items()}) from None
     config.save()
@@ -347,5 +385,8 @@ def agent_update(*, actor: Any, agent: Agent, planning_config: dict[str, Any] | 
 
 
 def agent_delete(*, actor: Any, agent: Agent) -> None:
+    """An agent goes with its own runs; the crews app refuses while one of them works (a
+    ``Conflict`` naming it, sent by its ``pre_delete`` receiver)."""
     _require_builder(actor)
-    agent.delete()
+    with transaction.atomic():  # a refusal rolls back to here, not the caller's transaction
+        agent.delete()

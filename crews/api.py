@@ -16,31 +16,33 @@ from crews import plans, runs, selectors, services
 from crews.bridge import payload_of
 from crews.models import Plan
 from crews.schemas import (
-    AgentKickoffIn,
-    ApprovalDecisionIn,
     CrewIn,
     CrewOut,
     CrewPatch,
-    EventPageOut,
-    FeedbackIn,
-    FeedbackRequestOut,
-    KickoffIn,
-    LLMCallOut,
     PlanDraftIn,
     PlanEditIn,
     PlanOut,
     PlanRegenerateIn,
     PlanVersionOut,
-    RerunIn,
-    RunApprovePlanIn,
-    RunEventsQuery,
-    RunFilters,
-    RunOut,
     TaskIn,
     TaskListOut,
     TaskOut,
     TaskPatch,
     TaskReorderIn,
+)
+from crews.schemas_runs import (
+    AgentKickoffIn,
+    ApprovalDecisionIn,
+    EventPageOut,
+    FeedbackIn,
+    FeedbackRequestOut,
+    KickoffIn,
+    LLMCallOut,
+    RerunIn,
+    RunApprovePlanIn,
+    RunEventsQuery,
+    RunFilters,
+    RunOut,
     ToolApprovalOut,
 )
 from planner_site.apiutils import LimitOffset, api_field_names, version_from_if_match
@@ -57,7 +59,8 @@ CREW_FIELD_NAMES = {
     "budget_max_tokens": "budget.max_tokens",
     "budget_max_cost_usd": "budget.max_cost_usd",
 }
-TASK_FIELD_NAMES = {"agent": "agent_id", "context": "context_task_ids"}
+TASK_FIELD_NAMES = {"agent": "agent_id", "context": "context_task_ids", **{
+    k: f"guardrails.{k}" for k in ("criteria", "min_chars", "max_chars", "must_contain", "must_not_contain", "pattern")}}
 
 
 # Crews -----------------------------------------------------------------------------------------
@@ -90,7 +93,11 @@ def crew_update(request: HttpRequest, id: int, payload: CrewPatch) -> Any:
         return services.crew_update(actor=request.user, crew=crew, **payload.service_fields())
 
 
-@router.delete("/crews/{id}", response={204: None, **errors(404)})
+@router.delete(
+    "/crews/{id}",
+    response={204: None, **errors(404, 409)},
+    description="409 while one of its runs works: stop the run first.",
+)
 def crew_delete(request: HttpRequest, id: int) -> Any:
     crew = selectors.crew_get(user=request.user, crew_id=id, for_write=True)
     services.crew_delete(actor=request.user, crew=crew)
@@ -159,6 +166,7 @@ def task_delete(request: HttpRequest, id: int) -> Any:
 # Plans -----------------------------------------------------------------------------------------
 
 IF_MATCH = Header(None, alias="If-Match", description='The version you edited: 3, "3" or W/"3".')
+IF_MATCH_REQUIRED = Header(alias="If-Match", description='The version you edited: 3, "3" or W/"3".')
 
 
 def _with_etag(response: HttpResponse, plan: Plan) -> Plan:
@@ -199,7 +207,7 @@ def plan_update(
     id: int,
     payload: PlanEditIn,
     response: HttpResponse,
-    if_match: str | None = IF_MATCH,
+    if_match: str = IF_MATCH_REQUIRED,
 ) -> Any:
     plan = selectors.plan_get(user=request.user, plan_id=id, for_write=True)
     version = version_from_if_match(if_match)
@@ -300,7 +308,8 @@ def _kickoff_plan(user: Any, plan_id: int | None) -> Plan | None:
     summary="Run the crew",
     description="With plan_id the plan must be approved and belong to this crew: it is used "
     "verbatim. Without it, a crew with planning drafts its plan inside the run. The run starts in "
-    "the background; follow it at /api/runs/{id}/events or the websocket.",
+    "the background; follow it at /api/runs/{id}/events or the websocket. 429 with code "
+    "daily_budget_spent (and Retry-After) once the caller's daily cost budget is spent.",
 )
 def crew_kickoff(request: HttpRequest, id: int, payload: KickoffIn) -> Any:
     crew = selectors.crew_get_for_kickoff(user=request.user, crew_id=id)
@@ -320,7 +329,7 @@ def crew_kickoff(request: HttpRequest, id: int, payload: KickoffIn) -> Any:
     tags=["runs"],
     summary="Ask an agent alone",
     description="A run of that agent with the message as its task (no crew), planning per the "
-    "agent's settings.",
+    "agent's settings. 429 with code daily_budget_spent once the caller's daily cost budget is spent.",
 )
 def agent_kickoff(request: HttpRequest, id: int, payload: AgentKickoffIn) -> Any:
     agent = agent_get(user=request.user, agent_id=id, for_write=True)

@@ -5,20 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from agents.forms import ServiceErrorsMixin
 from agents.models import LLM, Agent
 from crews.models import Crew, Task
+from crews.task_checks import GUARDRAIL_KEYS, MAX_PATTERN, clean_guardrails, clean_output_schema
+from planner_site.body_checks import MAX_INPUT_KEYS, CheckedJSONField
 
 
 def _textarea(rows: int) -> forms.Textarea:
     return forms.Textarea(attrs={"rows": rows})
 
 
-class JSONObjectField(forms.JSONField):
-    """A JSON field whose empty value shows as an empty box, not ``null``."""
+class JSONObjectField(CheckedJSONField):
+    """A JSON field whose empty value shows as an empty box, not ``null``; it refuses what the
+    API refuses (a lone surrogate, NUL, nesting deeper than ``MAX_DEPTH``)."""
 
     def prepare_value(self, value: Any) -> Any:
         return "" if value is None else super().prepare_value(value)
@@ -76,6 +80,7 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
             "budget_max_tokens",
             "budget_max_cost_usd",
             "shared",
+            "memory",
         ]
         widgets = {
             "description": _textarea(3),
@@ -151,6 +156,9 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
                 "extra_inputs", _('Give a JSON object of name: value, like {"topic": "AI"}.')
             )
             return cleaned
+        if extra and len(extra) > MAX_INPUT_KEYS:
+            self.add_error("extra_inputs", _("At most %(n)s inputs.") % {"n": MAX_INPUT_KEYS})
+            return cleaned
         inputs = dict(extra or {})
         for name in self.input_rows:
             value = cleaned.get(f"input__{name}") or ""
@@ -172,9 +180,38 @@ class CrewForm(ServiceErrorsMixin, forms.ModelForm):
 
 
 class TaskForm(ServiceErrorsMixin, forms.ModelForm):
-    """One task of a crew; its context may only use earlier tasks."""
+    """One task of a crew; its context may only use earlier tasks.
 
-    service_error_fields = {"agent_id": "agent", "context_task_ids": "context"}
+    The answer's shape is one JSON schema box (``output_schema``): the schema builder
+    (static/schema-builder.js) edits it field by field, and without JavaScript it is typed in.
+    Its checks are plain fields (lists one per line), gathered into ``Task.guardrails``.
+    """
+
+    service_error_fields = {"agent_id": "agent", "context_task_ids": "context", "guardrails": "criteria"}
+
+    output_schema = JSONObjectField(
+        label=_("JSON schema of the answer"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 8, "data-schema-source": "", "spellcheck": "false"}),
+        help_text=_('Leave empty for a free-text answer. A JSON schema whose root has "type": "object" '
+                    'or "type": "array".'),
+    )
+    criteria = forms.CharField(
+        label=_("Criteria an LLM checks"), required=False, widget=_textarea(3),
+        help_text=_("One per line, in plain words, like “Cites at least two sources”."),
+    )
+    min_chars = forms.IntegerField(label=_("At least (characters)"), required=False, min_value=0)
+    max_chars = forms.IntegerField(label=_("At most (characters)"), required=False, min_value=1)
+    must_contain = forms.CharField(
+        label=_("Must contain"), required=False, widget=_textarea(2), help_text=_("One per line; case does not matter.")
+    )
+    must_not_contain = forms.CharField(
+        label=_("Must not contain"), required=False, widget=_textarea(2), help_text=_("One per line; case does not matter.")
+    )
+    pattern = forms.CharField(
+        label=_("Must match (regular expression)"), required=False, max_length=MAX_PATTERN,
+        help_text=_("Searched anywhere in the answer, like ^# for an answer that starts with a heading."),
+    )
 
     class Meta:
         model = Task
@@ -186,6 +223,7 @@ class TaskForm(ServiceErrorsMixin, forms.ModelForm):
             "context",
             "async_execution",
             "human_input",
+            "guardrail_max_retries",
         ]
         widgets = {
             "description": _textarea(5),
@@ -207,7 +245,11 @@ class TaskForm(ServiceErrorsMixin, forms.ModelForm):
         task: Task | None = None,
     ) -> None:
         initial = forms.model_to_dict(task, fields=self._meta.fields) if task is not None else {}
+        if task is not None:
+            initial.update(checks_initial(task))
         super().__init__(data, initial=initial)
+        # Empty keeps the default: a form posted by an older page (or a script) still saves.
+        self.fields["guardrail_max_retries"].required = False
         agent = self.fields["agent"]
         agent.queryset = agents
         agent.empty_label = _("No agent yet")
@@ -220,6 +262,34 @@ class TaskForm(ServiceErrorsMixin, forms.ModelForm):
             "Only earlier tasks of this crew can be used (%(value)s is not one)."
         )
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if cleaned.get("guardrail_max_retries") is None and "guardrail_max_retries" not in self.errors:
+            cleaned["guardrail_max_retries"] = Task._meta.get_field("guardrail_max_retries").default
+        try:
+            cleaned["output_schema"] = clean_output_schema(cleaned.get("output_schema"))
+        except ValidationError as exc:
+            self.add_error("output_schema", exc.message_dict["output_schema"])
+        try:
+            cleaned["guardrails"] = clean_guardrails({key: cleaned.get(key) for key in GUARDRAIL_KEYS})
+        except ValidationError as exc:
+            self.add_service_errors(exc)
+        return cleaned
+
     def service_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``task_create`` / ``task_update``."""
-        return {name: self.cleaned_data[name] for name in self._meta.fields}
+        data = {name: self.cleaned_data[name] for name in self._meta.fields}
+        data["output_schema"] = self.cleaned_data["output_schema"]
+        data["guardrails"] = self.cleaned_data["guardrails"]
+        return data
+
+
+def checks_initial(task: Task) -> dict[str, Any]:
+    """The task's schema and checks as the form shows them (lists one per line)."""
+    checks = task.guardrails or {}
+    initial: dict[str, Any] = {"output_schema": task.output_schema}
+    for key in ("criteria", "must_contain", "must_not_contain"):
+        initial[key] = "\n".join(checks.get(key) or [])
+    for key in ("min_chars", "max_chars", "pattern"):
+        initial[key] = checks.get(key)
+    return initial

@@ -8,30 +8,30 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import ConfigDict
+from pydantic import ConfigDict, StringConstraints
 
 from crews import selectors
 from crews.models import (
     Crew,
-    FeedbackRequest,
     Plan,
     PlanVersion,
-    Run,
-    RunTask,
     Task,
 )
 from crews.plans import current_steps
-from planner_site.schemas import Id
+from crews.services import MAX_INPUT_CHARS
+from planner_site.body_checks import MAX_DEPTH, MAX_INPUT_KEYS
+from planner_site.schemas import Id, model_text
 
 Process = Literal["sequential", "hierarchical"]
 OnStepFailure = Literal["continue", "ask", "adapt"]
 
 
 class _Body(Schema):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "shared": 0 or "max_rpm": "5" is a 422, not quietly read as false or 5 (issue #16).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     def service_fields(self) -> dict[str, Any]:
         """The fields the client sent, named as the services take them."""
@@ -49,26 +49,50 @@ class _TaskBody(_Body):
         return fields
 
 
+TaskName = model_text(Task, "name", trim=True)
+TaskDescription = model_text(Task, "description")
+TaskExpectedOutput = model_text(Task, "expected_output")
+
+
+class Guardrails(_Body):
+    """Checks a task's answer must pass before a later task takes it (every one optional)."""
+
+    criteria: list[str] = Field(default_factory=list, description="Plain-language criteria an LLM judges.")
+    min_chars: int | None = Field(None, ge=0)
+    max_chars: int | None = Field(None, ge=1)
+    must_contain: list[str] = Field(default_factory=list, description="Compared without regard to case.")
+    must_not_contain: list[str] = Field(default_factory=list)
+    pattern: str | None = Field(None, description="A regular expression searched in the answer.")
+
+
 class TaskIn(_TaskBody):
-    name: str
-    description: str = Field(description="May use {input} placeholders.")
-    expected_output: str = Field(description="May use {input} placeholders.")
+    name: TaskName
+    description: TaskDescription = Field(description="May use {input} placeholders.")
+    expected_output: TaskExpectedOutput = Field(description="May use {input} placeholders.")
     agent_id: Id | None = Field(None, description="One of your agents; it joins the crew.")
     context_task_ids: list[Id] = Field(
         default_factory=list, description="Earlier tasks of this crew whose output it receives."
     )
     async_execution: bool = False
     human_input: bool = Field(False, description="A person reviews the answer before it is used.")
+    output_schema: dict[str, Any] | None = Field(
+        None, description='A JSON schema (Draft 2020-12) with "type" object or array at its root.'
+    )
+    guardrails: Guardrails = Field(default_factory=Guardrails)
+    guardrail_max_retries: int = Field(3, ge=0, le=10, description="Retries after a failed check.")
 
 
 class TaskPatch(_TaskBody):
-    name: str = Field(None)
-    description: str = Field(None)
-    expected_output: str = Field(None)
+    name: TaskName = Field(None)
+    description: TaskDescription = Field(None)
+    expected_output: TaskExpectedOutput = Field(None)
     agent_id: Id | None = Field(None, description="null: no agent.")
     context_task_ids: list[Id] = Field(None)
     async_execution: bool = Field(None)
     human_input: bool = Field(None)
+    output_schema: dict[str, Any] | None = Field(None, description="null: a free-text answer.")
+    guardrails: Guardrails = Field(None)
+    guardrail_max_retries: int = Field(None, ge=0, le=10)
 
 
 class TaskOut(Schema):
@@ -82,8 +106,15 @@ class TaskOut(Schema):
     context_task_ids: list[int]
     async_execution: bool
     human_input: bool
+    output_schema: dict[str, Any] | None
+    guardrails: Guardrails
+    guardrail_max_retries: int
     created_at: datetime
     updated_at: datetime
+
+    @staticmethod
+    def resolve_guardrails(obj: Task) -> dict[str, Any]:
+        return obj.guardrails or {}
 
     @staticmethod
     def resolve_context_task_ids(obj: Task) -> list[int]:
@@ -104,7 +135,8 @@ class TaskListOut(Schema):
 
 class CrewBudgetIn(_Body):
     max_tokens: int | None = Field(None, ge=1, description="null: unlimited.")
-    max_cost_usd: Decimal | None = Field(None, gt=0, description="null: unlimited.")
+    # A JSON number or a string of one: money is read as a Decimal either way.
+    max_cost_usd: Decimal | None = Field(None, gt=0, strict=False, description="null: unlimited.")
 
 
 class CrewBudgetOut(Schema):
@@ -122,9 +154,17 @@ class _CrewBody(_Body):
         return fields
 
 
+CrewName = model_text(Crew, "name", trim=True)
+CrewDescription = model_text(Crew, "description")
+Inputs = dict[str, Any]
+INPUTS_HELP = f"At most {MAX_INPUT_KEYS} names, nested at most {MAX_DEPTH} levels (the whole body)."
+# A message or feedback goes into a prompt like an input value: the same ceiling.
+Message = Annotated[str, StringConstraints(max_length=MAX_INPUT_CHARS)]
+
+
 class CrewIn(_CrewBody):
-    name: str
-    description: str = ""
+    name: CrewName
+    description: CrewDescription = ""
     process: Process = "sequential"
     manager_llm_id: Id | None = Field(None, description="Required for hierarchical crews.")
     agent_ids: list[Id] = Field(default_factory=list, description="Your agents.")
@@ -136,14 +176,15 @@ class CrewIn(_CrewBody):
         "continue", description="When a step of the approved plan fails: go on, ask a person, or let the agent replan."
     )
     max_rpm: int | None = Field(None, ge=1)
+    memory: bool = Field(False, description="Remember what tasks taught the crew and recall it in later runs.")
     budget: CrewBudgetIn = Field(default_factory=CrewBudgetIn)
-    default_inputs: dict[str, Any] = Field(default_factory=dict)
+    default_inputs: Inputs = Field(default_factory=dict, max_length=MAX_INPUT_KEYS, description=INPUTS_HELP)
     shared: bool = Field(False, description="Everyone signed in can view it and its runs.")
 
 
 class CrewPatch(_CrewBody):
-    name: str = Field(None)
-    description: str = Field(None)
+    name: CrewName = Field(None)
+    description: CrewDescription = Field(None)
     process: Process = Field(None)
     manager_llm_id: Id | None = None
     agent_ids: list[Id] = Field(
@@ -155,8 +196,9 @@ class CrewPatch(_CrewBody):
     run_without_plan_on_failure: bool = Field(None)
     on_step_failure: OnStepFailure = Field(None)
     max_rpm: int | None = Field(None, ge=1)
+    memory: bool = Field(None)
     budget: CrewBudgetIn = Field(None, description="Changes only the limits it has.")
-    default_inputs: dict[str, Any] = Field(None)
+    default_inputs: Inputs = Field(None, max_length=MAX_INPUT_KEYS, description=INPUTS_HELP)
     shared: bool = Field(None)
 
 
@@ -173,6 +215,7 @@ class CrewOut(Schema):
     run_without_plan_on_failure: bool
     on_step_failure: OnStepFailure
     max_rpm: int | None
+    memory: bool
     budget: CrewBudgetOut
     default_inputs: dict[str, Any]
     shared: bool
@@ -255,7 +298,8 @@ class PlanOut(Schema):
 
     @staticmethod
     def resolve_warnings(obj: Plan) -> list[dict[str, Any]]:
-        return [w for w in obj.warnings or [] if isinstance(w, dict)]
+        # A failed drafting's kind of provider failure (``plans.plan_fail``) is no warning.
+        return [w for w in obj.warnings or [] if isinstance(w, dict) and "failure_kind" not in w]
 
     @staticmethod
     def resolve_error(obj: Plan) -> str | None:
@@ -307,9 +351,10 @@ class PlanVersionOut(Schema):
 
 
 class PlanDraftIn(_Body):
-    inputs: dict[str, Any] = Field(
+    inputs: Inputs = Field(
         default_factory=dict,
-        description="Values for the crew's inputs; its defaults fill the rest.",
+        max_length=MAX_INPUT_KEYS,
+        description="Values for the crew's inputs; its defaults fill the rest. " + INPUTS_HELP,
     )
 
 
@@ -347,251 +392,4 @@ class PlanEditIn(_Body):
 
 
 class PlanRegenerateIn(_Body):
-    feedback: str = Field("", description="What the planner should do differently.")
-
-
-# Runs ------------------------------------------------------------------------------------------
-
-RunStatus = Literal[
-    "queued", "planning", "awaiting_approval", "running", "awaiting_input", "cancelling",
-    "succeeded", "failed", "cancelled", "interrupted",
-]  # fmt: skip
-
-
-class RunUsageOut(UsageOut):
-    llm_calls: int
-
-
-class RunTaskOut(Schema):
-    task_id: int = Field(description="The crew task (as it was at kickoff).")
-    name: str
-    agent: str = Field(description="The agent's name.")
-    status: Literal["waiting", "running", "done", "failed", "skipped"]
-    output: str | None
-    error: str | None
-    usage: RunUsageOut
-
-    @staticmethod
-    def resolve_task_id(obj: RunTask) -> int:
-        return obj.task_id_snapshot
-
-    @staticmethod
-    def resolve_agent(obj: RunTask) -> str:
-        return obj.agent_name
-
-    @staticmethod
-    def resolve_output(obj: RunTask) -> str | None:
-        return obj.output or None
-
-    @staticmethod
-    def resolve_error(obj: RunTask) -> str | None:
-        return obj.error or None
-
-    @staticmethod
-    def resolve_usage(obj: RunTask) -> dict[str, Any]:
-        return _run_usage(obj)
-
-
-def _run_usage(obj: Run | RunTask) -> dict[str, Any]:
-    return {
-        "prompt_tokens": obj.prompt_tokens,
-        "completion_tokens": obj.completion_tokens,
-        "cost_usd": _money(obj.cost_usd),
-        "llm_calls": obj.llm_calls,
-    }
-
-
-class FeedbackRequestOut(Schema):
-    id: int
-    task_id: int | None = Field(description="The task whose answer waits for your feedback.")
-    answer: str = Field(description="The agent's answer to review.")
-    status: Literal["pending", "answered"]
-    text: str = Field(description="The feedback given; empty accepted the answer.")
-    created_at: datetime
-    answered_at: datetime | None
-
-    @staticmethod
-    def resolve_task_id(obj: FeedbackRequest) -> int | None:
-        return int(obj.task_key) if obj.task_key.isdigit() else None
-
-
-class ToolApprovalOut(Schema):
-    approval_id: str = Field(description="Answer it at /api/runs/{id}/approvals/{approval_id}.")
-    tool: str
-    args: dict[str, Any]
-    status: Literal["pending", "approved", "denied"]
-    note: str
-    created_at: datetime
-    decided_at: datetime | None
-
-
-class RunPendingOut(Schema):
-    plan_id: int | None = Field(
-        description="The plan to approve with approve-plan, while awaiting_approval."
-    )
-    feedback: FeedbackRequestOut | None = Field(description="Answer it with /feedback.")
-    approvals: list[ToolApprovalOut] = Field(description="Tool calls waiting for a decision.")
-
-
-class PlanChangeOut(Schema):
-    task_id: int
-    name: str = Field(description="The task's name (its last name, for a deleted task).")
-    change: Literal["deleted", "added", "description", "expected_output", "agent"] = Field(
-        description="deleted: it does not run; added: it has no approved steps; the others: that "
-        "field changed, so its approved steps were written for the old one."
-    )
-
-
-class RunOut(Schema):
-    id: int
-    crew_id: int | None
-    agent_id: int | None = Field(description="Set for an agent asked directly (no crew).")
-    plan_id: int | None
-    plan_version: int | None = Field(description="The plan version the run follows verbatim.")
-    plan_changes: list[PlanChangeOut] = Field(
-        description="The run's tasks that changed between that version's approval and the kickoff."
-    )
-    status: RunStatus
-    inputs: dict[str, Any]
-    message: str | None = Field(description="What an agent asked directly was told to do.")
-    output: str | None
-    task_outputs: list[RunTaskOut] = Field(description="One per crew task, in order.")
-    error: str | None
-    usage: RunUsageOut
-    pending: RunPendingOut = Field(description="What the run waits for a person to answer.")
-    review_plan: bool
-    rerun_of_id: int | None
-    created_by: str
-    last_seq: int = Field(description="The newest event's seq.")
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-
-    @staticmethod
-    def resolve_plan_changes(obj: Run) -> list[dict[str, Any]]:
-        return selectors.run_plan_changes(run=obj)
-
-    @staticmethod
-    def resolve_message(obj: Run) -> str | None:
-        return obj.message or None
-
-    @staticmethod
-    def resolve_output(obj: Run) -> str | None:
-        return obj.output or None
-
-    @staticmethod
-    def resolve_error(obj: Run) -> str | None:
-        return obj.error or None
-
-    @staticmethod
-    def resolve_task_outputs(obj: Run) -> list[RunTask]:
-        return sorted(obj.task_results.all(), key=lambda r: r.order)
-
-    @staticmethod
-    def resolve_usage(obj: Run) -> dict[str, Any]:
-        return _run_usage(obj)
-
-    @staticmethod
-    def resolve_pending(obj: Run) -> dict[str, Any]:
-        # Only what can be answered now: a stopped run's leftover requests have no reader.
-        answering = obj.status in (Run.Status.AWAITING_INPUT, Run.Status.RUNNING)
-        plan_id = obj.planning_plan_id if obj.status == Run.Status.AWAITING_APPROVAL else None
-        if not answering:  # a queued or ended run: no need to read its requests
-            return {"plan_id": plan_id, "feedback": None, "approvals": []}
-        feedback = [f for f in obj.feedback_requests.all() if f.status == "pending"]
-        approvals = [a for a in obj.approvals.all() if a.status == "pending"]
-        return {
-            "plan_id": plan_id,
-            "feedback": max(feedback, key=lambda f: f.pk, default=None),
-            "approvals": approvals,
-        }
-
-    @staticmethod
-    def resolve_created_by(obj: Run) -> str:
-        return obj.created_by.get_username()
-
-
-class KickoffIn(_Body):
-    inputs: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Values for the crew's inputs; its defaults fill the rest.",
-    )
-    plan_id: Id | None = Field(
-        None, description="An approved plan of this crew, used verbatim (no planner call)."
-    )
-    review_plan: bool | None = Field(
-        None,
-        description="Wait for approval of a plan drafted in the run; null: the crew's setting.",
-    )
-
-
-class AgentKickoffIn(_Body):
-    message: str = Field(description="What the agent should do.")
-
-
-class EventOut(Schema):
-    seq: int = Field(description="From 1, without gaps.")
-    type: str = Field(description="Dotted, e.g. task.completed (API.md lists them).")
-    at: str = Field(description="ISO 8601 UTC.")
-    task_id: int | None
-    step_id: str | None
-    data: dict[str, Any]
-
-
-class RunFilters(Schema):
-    crew_id: Id | None = Field(None, description="Only this crew's runs.")
-    status: RunStatus | None = None
-
-
-class RunEventsQuery(Schema):
-    after: int = Field(0, ge=0, le=2**31, description="Only events with a larger seq.")
-    limit: int = Field(500, ge=1, le=1000, description="At most this many events.")
-
-
-class EventPageOut(Schema):
-    items: list[EventOut]
-    next_after: int = Field(description="Pass it as ?after= to get the events that follow.")
-
-
-class LLMToolCallOut(Schema):
-    id: str = ""
-    name: str
-    arguments: str = Field(description="JSON text, as the model wrote it.")
-
-
-class LLMReplyOut(Schema):
-    content: str = ""
-    tool_calls: list[LLMToolCallOut] = []
-    finish_reason: str | None = None
-
-
-class LLMCallOut(Schema):
-    seq: int = Field(description="Of the call's llm.completed or llm.failed event.")
-    purpose: str
-    model: str
-    messages: list[dict[str, Any]] = Field(
-        description="The request's messages as sent (OpenAI chat format), keys and secrets redacted."
-    )
-    tools: list[str] = Field(description="Names of the tool schemas sent with the request.")
-    response_format: str = Field(description="Name of the JSON schema asked for; empty for none.")
-    reply: LLMReplyOut | None = Field(description="None when the call failed.")
-    error: str
-
-
-class RunApprovePlanIn(_Body):
-    plan: PlanEditIn | None = Field(None, description="An edit to save before approving.")
-
-
-class FeedbackIn(_Body):
-    text: str = Field("", description="Feedback on the answer; empty accepts it.")
-
-
-class ApprovalDecisionIn(_Body):
-    approve: bool
-    note: str = ""
-
-
-class RerunIn(_Body):
-    from_task_id: Id | None = Field(
-        None, description="Start at this task; earlier tasks' outputs are reused."
-    )
+    feedback: Message = Field("", description="What the planner should do differently.")

@@ -240,15 +240,18 @@ def task_context_choices(*, crew: Crew, task: Task | None = None) -> QuerySet[Ta
 
 
 def run_visible(*, user: Any) -> QuerySet[Run]:
-    """Runs of the crews ``user`` sees, and runs of the agents it sees that ran on their own."""
-    from agents.selectors import agent_visible
+    """Runs of the crews ``user`` sees, and the agent runs (an agent asked directly, no crew)
+    that ``user`` started or whose agent it owns.
 
+    An agent run is private: sharing a crew shares its agents, never what their owner asked
+    them (before the share or after it).
+    """
     qs = Run.objects.select_related("crew", "agent", "created_by", "plan")
     if is_admin(user):
         return qs
     crews = crew_visible(user=user).values("pk")
-    agents = agent_visible(user=user).values("pk")
-    return qs.filter(Q(crew__in=crews) | Q(crew__isnull=True, agent__in=agents))
+    mine = Q(created_by=user.pk) | Q(agent__owner=user.pk)
+    return qs.filter(Q(crew__in=crews) | (Q(crew__isnull=True) & mine))
 
 
 def run_get(*, user: Any, run_id: int, for_write: bool = False) -> Run:

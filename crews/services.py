@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +16,8 @@ from django.utils.translation import gettext as _
 from agents.models import Agent
 from crews.engine.interpolate import find_placeholders, missing_inputs
 from crews.models import Crew, Task
+from crews.task_checks import clean_task_checks
+from planner_site.body_checks import MAX_INPUT_KEYS, BodyRefused, check_text_ceilings, check_value
 from planner_site.errors import Forbidden
 from planner_site.roles import can_build
 
@@ -23,12 +26,22 @@ CREW_FIELDS = (
     "name", "description", "process", "manager_llm", "manager_llm_id", "planning", "planning_llm",
     "planning_llm_id", "review_plan",
     "run_without_plan_on_failure", "on_step_failure", "max_rpm", "budget_max_tokens", "budget_max_cost_usd",
-    "default_inputs", "shared",
+    "default_inputs", "shared", "memory",
 )
 TASK_FIELDS = (
     "name", "description", "expected_output", "agent", "agent_id", "async_execution", "human_input",
+    "output_schema", "guardrails", "guardrail_max_retries",
 )
 _INPUT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+logger = logging.getLogger(__name__)
+
+
+def _input_size(value: Any) -> int:
+    """An input value's length as a prompt sees it (JSON for anything but text); -1 if not JSON."""
+    try:
+        return len(value) if isinstance(value, str) else len(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):
+        return -1
 
 
 def _require_builder(actor: Any) -> None:
@@ -43,10 +56,22 @@ def _validate_crew(crew: Crew) -> None:
         errors["default_inputs"] = _("Default inputs must be an object of name: value.")
     else:
         bad = [k for k in inputs if not _INPUT_NAME.match(k)]
+        too_long = [k for k, v in inputs.items() if _input_size(v) > MAX_INPUT_CHARS]
         if bad:
             errors["default_inputs"] = _("%(name)s is not a valid input name (letters, digits, _ and -).") % {
                 "name": bad[0]
             }
+        elif len(inputs) > MAX_INPUT_KEYS:
+            errors["default_inputs"] = _("At most %(n)s inputs.") % {"n": MAX_INPUT_KEYS}
+        elif too_long:
+            errors[f"default_inputs.{too_long[0]}"] = _(
+                "This value is too long (at most %(n)s characters)."
+            ) % {"n": MAX_INPUT_CHARS}
+        else:
+            try:
+                check_value(inputs, field="default_inputs")
+            except BodyRefused as exc:
+                errors[exc.field] = exc.message
     if crew.process == Crew.Process.HIERARCHICAL and not crew.manager_llm_id:
         errors["manager_llm"] = _("A hierarchical crew needs a manager LLM.")
     if errors:
@@ -55,12 +80,18 @@ def _validate_crew(crew: Crew) -> None:
 
 def _save_crew(crew: Crew) -> None:
     crew.full_clean(exclude=["owner"])
+    check_text_ceilings(crew)
     _validate_crew(crew)
     try:
         with transaction.atomic():
             crew.save()
-    except IntegrityError:
-        raise ValidationError({"name": _("You already have a crew with this name.")}) from None
+    except IntegrityError as exc:
+        # Only the owner's unique name is that sentence; anything else is said for what it is.
+        taken = Crew.objects.filter(owner_id=crew.owner_id, name=crew.name).exclude(pk=crew.pk).exists()
+        if taken:
+            raise ValidationError({"name": _("You already have a crew with this name.")}) from None
+        logger.warning("A crew could not be stored: %s", exc)
+        raise ValidationError(_("The database refused these values; nothing was saved.")) from None
 
 
 def _owned_agents(crew: Crew, agents: Sequence[Agent | int]) -> list[Agent]:
@@ -104,8 +135,11 @@ def crew_update(*, actor: Any, crew: Crew, agents: Sequence[Agent | int] | None 
 
 
 def crew_delete(*, actor: Any, crew: Crew) -> None:
+    """A crew goes with its tasks, plans and runs; not while one of its runs works (a
+    ``Conflict`` naming it, from ``crews.runs.run_guard_delete``)."""
     _require_builder(actor)
-    crew.delete()
+    with transaction.atomic():  # a refusal rolls back to here, not the caller's transaction
+        crew.delete()
 
 
 # Tasks ---------------------------------------------------------------------------------------
@@ -150,7 +184,9 @@ def task_create(*, actor: Any, crew: Crew, context: Sequence[Task | int] = (), *
     for key, value in fields.items():
         if key in TASK_FIELDS:
             setattr(task, key, value)
+    clean_task_checks(task)
     task.full_clean(exclude=["crew"])
+    check_text_ceilings(task)
     _attach_agent(task)
     chosen = _validate_context(task, context)
     task.save()
@@ -164,7 +200,9 @@ def task_update(*, actor: Any, task: Task, context: Sequence[Task | int] | None 
     for key, value in fields.items():
         if key in TASK_FIELDS:
             setattr(task, key, value)
+    clean_task_checks(task)
     task.full_clean(exclude=["crew"])
+    check_text_ceilings(task)
     _attach_agent(task)
     if context is not None:
         task.context.set(_validate_context(task, context))

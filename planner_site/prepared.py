@@ -45,6 +45,7 @@ class Prepared:
 
     def sql(self, using: str = "default", **values: Any) -> tuple[str, list[Any]]:
         """The SQL and parameters of ``build(**values)`` on the database ``using``."""
+        values = _within_64_bits(values)
         if values.keys() != self._stand_ins.keys():
             raise TypeError(f"expected values for {sorted(self._stand_ins)}, got {sorted(values)}")
         connection = connections[using]
@@ -59,6 +60,8 @@ class Prepared:
         return sql, params
 
     def rows(self, using: str = "default", **values: Any) -> list[tuple[Any, ...]]:
+        if _matches_nothing(values):
+            return []
         sql, params = self.sql(using, **values)
         with connections[using].cursor() as cursor:
             cursor.execute(sql, params)
@@ -66,6 +69,8 @@ class Prepared:
 
     def all(self, model: type[M], using: str = "default", **values: Any) -> list[M]:
         """Instances of ``model`` (the queryset's own), as ``list(queryset)`` gives them."""
+        if _matches_nothing(values):
+            return []
         return list(model.objects.raw(*self.sql(using, **values)).using(using))
 
     def one(self, model: type[M], using: str = "default", **values: Any) -> M | None:
@@ -94,3 +99,20 @@ class Prepared:
         if isinstance(value, datetime):
             return connection.ops.adapt_datetimefield_value(value)
         return value
+
+
+_LOWEST = -(2**63)
+
+
+def _matches_nothing(values: dict[str, Any]) -> bool:
+    """An integer beyond 64 bits would make a driver raise (SQLite's OverflowError, a 500 for
+    /api/crews/<huge id>/kickoff; issue #16). One above them is an id that cannot exist: it matches
+    no row, as an id or as a lower bound (``pk > after``), the ORM answers so too. One below them
+    is no such case (``after=-10**30`` is every row): ``_within_64_bits`` raises it to the lowest
+    64-bit integer, which compares with every stored id as it does. The reads compare ids by
+    equality or as lower bounds; an upper bound beyond 64 bits would need the same raising."""
+    return any(type(v) is int and v >= 2**63 for v in values.values())
+
+
+def _within_64_bits(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: _LOWEST if type(v) is int and v < _LOWEST else v for k, v in values.items()}

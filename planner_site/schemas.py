@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
+from django.db.models import Model
 from ninja import Field, Schema
+from pydantic import StringConstraints
 
 # Every id fits a 64-bit signed integer; a larger number is bad input, not a database error.
 MAX_ID = 2**63 - 1
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+
+
+def model_text(model: type[Model], name: str, *, trim: bool = False) -> Any:
+    """A body's text field with its model field's ceiling (one source: the model), and a floor of
+    one character where the model does not allow it blank; ``trim`` strips spaces first (names)."""
+    field = model._meta.get_field(name)
+    return Annotated[
+        str,
+        StringConstraints(
+            strip_whitespace=trim or None,
+            min_length=None if field.blank else 1,
+            max_length=field.max_length,
+        ),
+    ]
 
 
 class FieldErrorOut(Schema):

@@ -1,4 +1,5 @@
-"""Websocket authentication: the session cookie, or an ``Authorization: Bearer`` API token.
+"""Websocket authentication (the session cookie, or an ``Authorization: Bearer`` API token) and
+the handshake's origin check (``SameOriginValidator``).
 
 ``scope["user"]`` is lazy: it is read from the database the first time it is used, which the run
 sockets do in their one database hop at connect, instead of in a hop of its own here (a thread
@@ -10,13 +11,17 @@ event loop Django refuses with ``SynchronousOnlyOperation``.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from channels.auth import AuthMiddleware, get_user
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
-from channels.security.websocket import AllowedHostsOriginValidator
+from channels.security.websocket import WebsocketDenier
 from channels.sessions import CookieMiddleware, SessionMiddleware
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
 from django.utils.functional import SimpleLazyObject
+from django.utils.http import is_same_domain
 
 
 def _token_user(raw: str) -> Any:
@@ -72,21 +77,102 @@ def WebsocketAuthMiddlewareStack(inner: Any) -> Any:  # noqa: N802 - mirrors cha
     return BearerTokenMiddleware(inner, sessions)
 
 
-class CookieOriginValidator:
-    """Channels' ``AllowedHostsOriginValidator``, for handshakes that carry cookies.
+# An origin as compared: (scheme, host, port), the port filled in from the scheme.
+Origin = tuple[str, str, int]
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
-    The origin check stops another site's page from opening a socket with the visitor's session
-    cookie. A handshake without cookies has no such ambient authority to borrow: a bearer token
-    is a header no browser page can put on a websocket, and a socket with neither is closed
-    4401 by the consumer. So API clients, which send no ``Origin`` (Python's ``websockets``,
-    Node's ``ws``), are served as API.md says instead of being refused at the handshake.
+
+def _origin(scheme: str, netloc: str) -> Origin | None:
+    """``scheme://netloc`` as an ``Origin``; None for anything but a plain http(s) origin."""
+    if scheme not in DEFAULT_PORTS or not netloc:
+        return None
+    try:
+        parsed = urlsplit(f"{scheme}://{netloc}")
+        port = parsed.port
+    except ValueError:
+        return None
+    if not parsed.hostname or parsed.path or parsed.username or parsed.password:
+        return None
+    return scheme, parsed.hostname, port or DEFAULT_PORTS[scheme]
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    value = next((v for n, v in headers if n == name), None)
+    return None if value is None else value.decode("latin-1")
+
+
+def request_origin(scope: dict[str, Any]) -> Origin | None:
+    """The handshake's own origin, as Django's CSRF check computes it for a request:
+    ``https`` when the connection is TLS (or the proxy says so, per
+    ``SECURE_PROXY_SSL_HEADER``), else ``http``; the host and port of the Host header
+    (``X-Forwarded-Host`` with ``USE_X_FORWARDED_HOST``), which must be in ``ALLOWED_HOSTS``."""
+    headers = list(scope.get("headers") or ())
+    secure = scope.get("scheme") in ("wss", "https")
+    if settings.SECURE_PROXY_SSL_HEADER:
+        name, value = settings.SECURE_PROXY_SSL_HEADER
+        proxied = _header(headers, name.removeprefix("HTTP_").replace("_", "-").lower().encode())
+        if proxied is not None:
+            secure = proxied.split(",", 1)[0].strip() == value
+    host = _header(headers, b"x-forwarded-host") if settings.USE_X_FORWARDED_HOST else None
+    host = (host or _header(headers, b"host") or "").split(",", 1)[0].strip()
+    domain, _port = split_domain_port(host)
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]  # as Django's HttpRequest.get_host()
+    if not domain or not validate_host(domain, allowed):
+        return None
+    return _origin("https" if secure else "http", host)
+
+
+def origin_allowed(scope: dict[str, Any], origin: str) -> bool:
+    """Whether ``origin`` (an ``Origin`` header) may open a socket here: the same scheme, host
+    and port as the handshake itself (``request_origin``), or one of ``CSRF_TRUSTED_ORIGINS``
+    (``https://*.example.com`` for any subdomain) — Django's CSRF origin check, with default
+    ports made explicit (``http://h`` is ``http://h:80``)."""
+    try:
+        parsed = urlsplit(origin)
+    except ValueError:
+        return False
+    theirs = _origin(parsed.scheme, parsed.netloc)
+    if theirs is None:  # "null" (a sandboxed page, a file), or not http(s)
+        return False
+    if theirs == request_origin(scope):
+        return True
+    for trusted in settings.CSRF_TRUSTED_ORIGINS:
+        pattern = urlsplit(trusted)
+        if "*" in pattern.netloc:
+            if pattern.scheme == parsed.scheme and is_same_domain(parsed.netloc, pattern.netloc.lstrip("*")):
+                return True
+        elif _origin(pattern.scheme, pattern.netloc) == theirs:
+            return True
+    return False
+
+
+class SameOriginValidator:
+    """Refuses a handshake from another site's page: Django's CSRF origin rule for websockets.
+
+    Channels' ``AllowedHostsOriginValidator`` checks the Origin's host alone, so a page on
+    another port or scheme of an allowed host (``http://127.0.0.1:9999``) could open a socket
+    with the visitor's session cookie. Here an ``Origin`` header must name this site's scheme,
+    host and port exactly (``origin_allowed``).
+
+    A handshake without ``Origin`` is not a browser's (browsers always send it on websockets):
+    it is refused when it carries a cookie, which only a browser's ambient authority would
+    bring, and served otherwise. API clients (Python's ``websockets``, Node's ``ws``) send no
+    Origin and authenticate with a bearer token, a header no browser page can set on a
+    websocket; a handshake with neither is closed 4401 by the consumer.
     """
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.checked = AllowedHostsOriginValidator(inner)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        if any(name == b"cookie" for name, _value in scope.get("headers") or ()):
-            return await self.checked(scope, receive, send)
-        return await self.inner(scope, receive, send)
+        headers = list(scope.get("headers") or ())
+        origin = _header(headers, b"origin")
+        if origin is None:
+            allowed = not any(name == b"cookie" for name, _value in headers)
+        else:
+            allowed = origin_allowed(scope, origin)
+        if allowed:
+            return await self.inner(scope, receive, send)
+        return await WebsocketDenier()(scope, receive, send)

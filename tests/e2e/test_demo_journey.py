@@ -13,7 +13,7 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import LiveServer, sign_in
+from tests.e2e.conftest import LiveServer, sign_in, wait_until
 
 SETUP = """
 import json
@@ -86,7 +86,8 @@ def test_watch_a_paced_demo_run_stream_then_stop_it(page: Page, app_server: Live
     page.evaluate(COUNT_UPDATES)
     # Watch: at least 20 streamed updates, the last of them at least 10 s after the first (the
     # paced run takes longer than that; its third task has not started yet).
-    page.wait_for_function(
+    wait_until(
+        page,
         "window.__updates.length >= 20 && window.__updates[window.__updates.length - 1] - window.__updates[0] >= 10000",
         timeout=60_000)
     updates = page.evaluate("window.__updates")

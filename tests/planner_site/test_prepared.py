@@ -68,3 +68,17 @@ def test_values_must_name_the_stand_ins_and_stand_ins_must_reach_the_parameters(
     with pytest.raises(RuntimeError, match="is not among the parameters"):
         ignored.sql(crew=2)
     assert connection.vendor in ("sqlite", "postgresql")
+
+
+@pytest.mark.django_db
+def test_a_lower_bound_below_64_bits_matches_every_row_and_an_id_beyond_them_none(builder: Any) -> None:
+    crew = Crew.objects.create(owner=builder, name="Crew")
+    after = Prepared(lambda after: Crew.objects.filter(pk__gt=after).values_list("pk"), after=STAND_IN_ID)
+    by_id = Prepared(lambda crew: Crew.objects.filter(pk=crew), crew=STAND_IN_ID)
+
+    assert after.rows(after=-1) == [(crew.pk,)]
+    assert after.rows(after=-(2**70)) == [(crew.pk,)]
+    assert after.rows(after=2**70) == []
+    assert by_id.one(Crew, crew=2**70) is None
+    assert by_id.one(Crew, crew=-(2**70)) is None
+    assert by_id.one(Crew, crew=crew.pk) == crew
