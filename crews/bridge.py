@@ -73,6 +73,8 @@ def crew_snapshot(crew: Crew) -> dict[str, Any]:
                 "expected_output": t.expected_output, "agent_id": t.agent_id,
                 "context_ids": sorted(c.pk for c in t.context.all()),
                 "async_execution": t.async_execution, "human_input": t.human_input,
+                "output_schema": t.output_schema, "guardrails": t.guardrails or {},
+                "guardrail_max_retries": t.guardrail_max_retries,
             }
             for t in tasks
         ],
@@ -96,6 +98,9 @@ def crew_spec(snapshot: dict[str, Any], *, default_llm: Any, llm_rows: Any = Non
                 agent_key=str(t["agent_id"]) if t["agent_id"] is not None else None,
                 context_keys=tuple(str(c) for c in t["context_ids"]),
                 async_execution=t["async_execution"], human_input=t["human_input"],
+                # Runs snapshotted before issue #18 have neither.
+                output_schema=t.get("output_schema"), guardrails=t.get("guardrails") or {},
+                guardrail_max_retries=t.get("guardrail_max_retries", 3),
             )
             for i, t in enumerate(snapshot["tasks"], start=1)
         ),
@@ -251,8 +256,10 @@ def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
     elif type_ in _TASK_STATUS:
         texts = [data.get(name, "") for name in _TASK_TEXTS[type_]]
         if type_ == "task.started":
-            texts = ["", ""]
+            texts = ["", "", None]  # output, error, output_json
         _update_task(connection.vendor, type_, [_TASK_STATUS[type_], *texts, run_id, task_id])
+        if "output_json" in data:  # only a task with an output schema: no extra query otherwise
+            RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(output_json=data["output_json"])
     return event
 
 
@@ -303,6 +310,10 @@ def _task_update_sql(vendor: str, kind: str) -> str:
         expected: tuple[Any, ...] = (1001, 1002, Decimal("1003.5"), 1, 1000001, 1000002)
     else:
         values = {"status": "<status>", **{name: f"<{name}>" for name in _TASK_TEXTS[kind]}}
+        if kind == "task.started":
+            # A task started again (a resumed run) drops its old JSON with its old text: it must
+            # not be served if this attempt fails.
+            values["output_json"] = None
         expected = (*values.values(), 1000001, 1000002)
     query = rows.query.chain(UpdateQuery)
     query.add_update_values(values)

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agents.engine.calls import BudgetExceeded, BudgetScope
+from agents.engine.guardrails import Checked, GuardrailError, check_answer
 from agents.engine.llm import ContextLengthError, LLMError, Message
+from agents.engine.output_json import OutputSchemaError
 from agents.engine.prompts import PromptBook
 from agents.engine.react import build_task_messages, run_react_loop
+from agents.engine.react_text import registry_for
 from agents.engine.runtime import (
     ApprovalDecision,
     Cancelled,
@@ -42,6 +45,7 @@ class AgentError(Exception):
 class AgentResult:
     output: str
     usage: Usage  # this agent's own usage for the task
+    output_json: Any = None  # the answer's value when the task has an output schema
 
 
 class _ExecutionTimeout(Exception):
@@ -159,9 +163,32 @@ async def run_agent(ctx: RunContext, agent: AgentSpec, task: TaskSpec) -> AgentR
     async def first_pass(deadline: float | None) -> tuple[str, list[Message] | None]:
         return await _first_pass(ctx, agent, task, scope, deadline)
 
+    async def checked(output: str, conversation: list[Message] | None) -> Checked:
+        # The answer's schema and the task's checks; a failed check re-runs the final answer.
+        async def redo(messages: list[Message]) -> tuple[str, list[Message] | None]:
+            return await _with_retries(agent, timer, functools.partial(_react_pass, ctx, agent, messages, scope))
+
+        async def timed(call: Callable[[], Awaitable[T]]) -> T:
+            # A check's LLM call (the repair, the criteria) counts against max_execution_time
+            # like a pass: not made once the time is up, interrupted when it runs out.
+            try:
+                return await timer.run(lambda _deadline: call())
+            except _ExecutionTimeout as exc:
+                raise _timed_out(agent) from exc
+
+        try:
+            return await check_answer(
+                ctx, agent, task, output, conversation, scope=scope, redo=redo,
+                base_messages=lambda: build_task_messages(ctx, agent, task), timed=timed,
+            )
+        except (OutputSchemaError, GuardrailError) as exc:
+            raise AgentError(str(exc)) from exc
+
     output, conversation = await _with_retries(agent, timer, first_pass)
+    result = await checked(output, conversation)
+    output, conversation = result.output, result.conversation
     if not task.human_input:
-        return AgentResult(output=output, usage=scope.usage)
+        return AgentResult(output=output, usage=scope.usage, output_json=result.output_json)
     prompts: PromptBook = ctx.prompts if ctx.prompts is not None else PromptBook()
     while True:
         ctx.cancel.raise_if_cancelled()
@@ -171,7 +198,7 @@ async def run_agent(ctx: RunContext, agent: AgentSpec, task: TaskSpec) -> AgentR
         )
         await ctx.emit("feedback.received", {"text": feedback})
         if not feedback.strip():
-            return AgentResult(output=output, usage=scope.usage)
+            return AgentResult(output=output, usage=scope.usage, output_json=result.output_json)
         if conversation is None:
             # Planned runs keep no single conversation: the task and the answer stand for it.
             conversation = [
@@ -184,6 +211,8 @@ async def run_agent(ctx: RunContext, agent: AgentSpec, task: TaskSpec) -> AgentR
         ]
         feedback_pass = functools.partial(_react_pass, ctx, agent, revised, scope)
         output, conversation = await _with_retries(agent, timer, feedback_pass)
+        result = await checked(output, conversation)
+        output, conversation = result.output, result.conversation
 
 
 async def _first_pass(
@@ -212,7 +241,20 @@ async def _first_pass(
 
         output = await run_plan_and_act(ctx, agent, task, planning, scope=scope)
         return _as_text(output), None
-    return await _react_pass(ctx, agent, build_task_messages(ctx, agent, task), scope, deadline)
+    messages = build_task_messages(ctx, agent, task)
+    if task.output_json_schema is not None and not _uses_tools(ctx, agent):
+        # One reply is the answer: ask for it natively in the schema's shape (issue #18).
+        from agents.engine.output_json import ask_answer
+
+        if deadline is not None and ctx.clock.monotonic() >= deadline:
+            raise _ExecutionTimeout
+        return await ask_answer(ctx, agent, task.output_json_schema, messages, scope=scope)
+    return await _react_pass(ctx, agent, messages, scope, deadline)
+
+
+def _uses_tools(ctx: RunContext, agent: AgentSpec) -> bool:
+    registry = registry_for(ctx)
+    return any(ref.name in registry for ref in agent.tools)
 
 
 async def _react_pass(
@@ -236,6 +278,13 @@ def _as_text(output: Any) -> str:
     return str(getattr(output, "output", output))
 
 
+def _timed_out(agent: AgentSpec) -> AgentError:
+    return AgentError(
+        f"Agent {agent.name or agent.role!r} exceeded its maximum execution time of "
+        f"{agent.max_execution_time:g} seconds."
+    )
+
+
 async def _with_retries(
     agent: AgentSpec,
     timer: _ExecutionTimer,
@@ -249,10 +298,7 @@ async def _with_retries(
         except (Cancelled, BudgetExceeded, AgentError):
             raise
         except _ExecutionTimeout as exc:
-            raise AgentError(
-                f"Agent {label!r} exceeded its maximum execution time of "
-                f"{agent.max_execution_time:g} seconds."
-            ) from exc
+            raise _timed_out(agent) from exc
         except ContextLengthError as exc:
             # Deterministic: the same conversation would not fit on a second attempt either.
             raise AgentError(f"Agent {label!r} failed: {exc}") from exc

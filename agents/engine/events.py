@@ -39,6 +39,12 @@ class Event:
     call: LLMCallRecord | None = field(default=None, repr=False, compare=False)
 
 
+def task_ref(key: str) -> int | str:
+    """A task as an event's ``data.task_id`` names it: the integer API.md's ids are where the key
+    is one (a crew run's task keys are the tasks' ids as text), else the key itself."""
+    return int(key) if key.isascii() and key.isdigit() else key
+
+
 class EventSink(Protocol):
     """Where events go. A sink may also set ``keeps_llm_calls = True`` to receive ``Event.call``:
     building the record costs the engine nothing when no sink keeps it."""

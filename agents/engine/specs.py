@@ -147,6 +147,40 @@ class ApprovedStep(_Spec):
     text: str
 
 
+class GuardrailSpec(_Spec):
+    """What a task's answer is checked against before a later task takes it (issue #18).
+
+    Built-in checks cost no LLM call; ``criteria`` are plain-language checks an LLM judges.
+    ``must_contain`` / ``must_not_contain`` compare without regard to case; ``pattern`` is a
+    regular expression searched anywhere in the answer.
+    """
+
+    criteria: tuple[str, ...] = ()
+    min_chars: int | None = Field(default=None, ge=0)
+    max_chars: int | None = Field(default=None, ge=1)
+    must_contain: tuple[str, ...] = ()
+    must_not_contain: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> GuardrailSpec:
+        from agents.engine.patterns import compile_error  # the engine the pattern runs on
+
+        if self.min_chars is not None and self.max_chars is not None and self.min_chars > self.max_chars:
+            raise ValueError("min_chars is more than max_chars")
+        error = compile_error(self.pattern) if self.pattern else None
+        if error is not None:
+            raise ValueError(f"pattern is not a valid regular expression: {error}")
+        return self
+
+    @property
+    def active(self) -> bool:
+        return any(
+            (self.criteria, self.min_chars is not None, self.max_chars is not None,
+             self.must_contain, self.must_not_contain, self.pattern)
+        )
+
+
 class TaskSpec(_Spec):
     """One unit of work for one agent, already interpolated.
 
@@ -165,6 +199,8 @@ class TaskSpec(_Spec):
     on_step_failure: OnStepFailure = "continue"
     human_input: bool = False
     output_json_schema: dict[str, Any] | None = None
+    guardrails: GuardrailSpec = GuardrailSpec()
+    guardrail_max_retries: int = Field(default=3, ge=0, le=10)
 
     @model_validator(mode="before")
     @classmethod

@@ -9,11 +9,13 @@ from typing import Any, Literal
 
 from agents.engine.agent import AgentError, AgentResult, run_agent
 from agents.engine.calls import BudgetExceeded
+from agents.engine.events import task_ref
 from agents.engine.llm import LLMError
 from agents.engine.prompts import PromptBook
 from agents.engine.runtime import Cancelled, RunContext, Usage
 from agents.engine.specs import AgentSpec, ApprovedStep, OnStepFailure, TaskSpec, ToolRef
 from agents.engine.tools import Tool, ToolRegistry, default_registry
+from crews.engine.knowledge import KnowledgeBase, TaskNotes, learn, noting, recall
 from crews.engine.specs import CrewSpec, CrewTaskSpec
 
 TaskStatus = Literal["done", "failed", "skipped"]
@@ -26,6 +28,7 @@ class TaskOutcome:
     output: str = ""
     error: str = ""
     usage: Usage = field(default_factory=Usage)
+    output_json: Any = None  # the answer's value when the task has an output schema
 
 
 @dataclass
@@ -54,6 +57,9 @@ def task_spec(
         "plan_steps": tuple(plan_steps),
         "on_step_failure": on_step_failure,
         "human_input": task.human_input,
+        "output_json_schema": task.output_schema,
+        "guardrails": task.guardrails,
+        "guardrail_max_retries": task.guardrail_max_retries,
     })
 
 
@@ -65,29 +71,53 @@ def _context_for(task: CrewTaskSpec, crew: CrewSpec, outputs: Mapping[str, str])
     return [outputs[k] for k in earlier if k in outputs]
 
 
+def _failed(exc: Exception) -> dict[str, Any]:
+    """``task.failed``'s data: the error, and its kind of provider failure when an LLM call failed."""
+    data: dict[str, Any] = {"error": str(exc)}
+    cause: BaseException | None = exc  # an agent's error names the LLM error it gave up on as its cause
+    while cause is not None and not isinstance(cause, LLMError):
+        cause = cause.__cause__
+    if isinstance(cause, LLMError):
+        data["kind"] = cause.kind
+    return data
+
+
 async def _run_one(
-    ctx: RunContext, crew: CrewSpec, task: CrewTaskSpec, agent: AgentSpec, spec: TaskSpec
+    ctx: RunContext, crew: CrewSpec, task: CrewTaskSpec, agent: AgentSpec, spec: TaskSpec,
+    knowledge: KnowledgeBase | None = None,
 ) -> TaskOutcome:
     task_ctx = ctx.for_task(task.key)
-    await task_ctx.emit("task.started", {"task_id": task.key, "agent": agent.role, "number": task.number})
+    await task_ctx.emit("task.started", {"task_id": task_ref(task.key), "agent": agent.role, "number": task.number})
+    notes = TaskNotes()
+    if knowledge is not None:
+        # Passages and memories come first in the task's context (issue #19).
+        blocks = await recall(task_ctx, knowledge, task, agent.key)
+        if blocks:
+            spec = spec.model_copy(update={"context": (*blocks, *spec.context)})
+        if knowledge.remembers:
+            task_ctx = noting(task_ctx, notes)
     try:
         result: AgentResult = await run_agent(task_ctx, agent, spec)
     except (Cancelled, BudgetExceeded):
         raise
     except (AgentError, LLMError) as exc:
-        await task_ctx.emit("task.failed", {"error": str(exc)})
+        await task_ctx.emit("task.failed", _failed(exc))
         return TaskOutcome(key=task.key, status="failed", error=str(exc))
-    await task_ctx.emit(
-        "task.completed",
-        {
-            "output": result.output,
-            "prompt_tokens": result.usage.prompt_tokens,
-            "completion_tokens": result.usage.completion_tokens,
-            "cost_usd": round(result.usage.cost_usd, 6),
-            "llm_calls": result.usage.llm_calls,
-        },
+    data: dict[str, Any] = {
+        "output": result.output,
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "cost_usd": round(result.usage.cost_usd, 6),
+        "llm_calls": result.usage.llm_calls,
+    }
+    if task.output_schema is not None:
+        data["output_json"] = result.output_json
+    await task_ctx.emit("task.completed", data)
+    if knowledge is not None and knowledge.remembers:
+        await learn(task_ctx, knowledge, agent.llm, task, result.output, notes)
+    return TaskOutcome(
+        key=task.key, status="done", output=result.output, usage=result.usage, output_json=result.output_json
     )
-    return TaskOutcome(key=task.key, status="done", output=result.output, usage=result.usage)
 
 
 async def run_crew(
@@ -96,6 +126,7 @@ async def run_crew(
     *,
     plan: Mapping[str, Sequence[ApprovedStep | str]] | None = None,
     done: Mapping[str, str] | None = None,
+    knowledge: KnowledgeBase | None = None,
 ) -> CrewResult:
     """Run every task not already in ``done`` (task key -> output, from a run being resumed).
 
@@ -146,7 +177,7 @@ async def run_crew(
             else:
                 agent = crew.agent(task.agent_key)
                 assert agent is not None  # CrewSpec validation guarantees it for sequential crews
-                work = _run_one(ctx, crew, task, agent, spec)
+                work = _run_one(ctx, crew, task, agent, spec, knowledge)
             if task.async_execution:
                 pending.append((task, asyncio.ensure_future(work)))
                 continue
@@ -247,16 +278,21 @@ class _Manager:
         task_ctx = self.ctx.for_task(task.key)
         task_ctx.tools = self._tools(task)
         agent_name = self.agent.role
-        await task_ctx.emit("task.started", {"task_id": task.key, "agent": agent_name, "number": task.number})
+        await task_ctx.emit("task.started", {"task_id": task_ref(task.key), "agent": agent_name, "number": task.number})
         try:
             result = await run_agent(task_ctx, self.agent, spec)
         except (Cancelled, BudgetExceeded):
             raise
         except (AgentError, LLMError) as exc:
-            await task_ctx.emit("task.failed", {"error": str(exc)})
+            await task_ctx.emit("task.failed", _failed(exc))
             return TaskOutcome(key=task.key, status="failed", error=str(exc))
-        await task_ctx.emit("task.completed", {"output": result.output, "llm_calls": result.usage.llm_calls})
-        return TaskOutcome(key=task.key, status="done", output=result.output, usage=result.usage)
+        data: dict[str, Any] = {"output": result.output, "llm_calls": result.usage.llm_calls}
+        if task.output_schema is not None:
+            data["output_json"] = result.output_json
+        await task_ctx.emit("task.completed", data)
+        return TaskOutcome(
+            key=task.key, status="done", output=result.output, usage=result.usage, output_json=result.output_json
+        )
 
 
 

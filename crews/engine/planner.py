@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.engine.guardrails import describe_checks
 from agents.engine.llm import LLMRequest, LLMResponse, Message
 from agents.engine.plan_parsing import extract_json_array, extract_json_object, is_placeholder_step
 from agents.engine.prompts import PromptBook
@@ -81,6 +82,11 @@ def task_summary(
     if task.context_keys:
         numbers = [str(t.number) for t in crew.tasks if t.key in task.context_keys]
         lines.append(book.render("crew_plan_task_context", tasks=", ".join(numbers)))
+    if task.output_schema is not None:
+        schema = json.dumps(task.output_schema, ensure_ascii=False)
+        lines.append(book.render("crew_plan_task_output_schema", schema=schema))
+    if task.guardrails.active:
+        lines.append(book.render("crew_plan_task_checks", checks=describe_checks(task.guardrails)))
     return "\n".join(lines)
 
 

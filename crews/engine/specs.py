@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agents.engine.specs import AgentSpec, Budget, LLMSpec, OnStepFailure
+from agents.engine.specs import AgentSpec, Budget, GuardrailSpec, LLMSpec, OnStepFailure
 from crews.engine.interpolate import find_placeholders, interpolate
 
 Process = Literal["sequential", "hierarchical"]
@@ -26,6 +26,9 @@ class CrewTaskSpec(_Spec):
     context_keys: tuple[str, ...] = ()  # earlier tasks whose output this one receives
     async_execution: bool = False
     human_input: bool = False
+    output_schema: dict[str, Any] | None = None  # the JSON the answer must be (issue #18)
+    guardrails: GuardrailSpec = GuardrailSpec()  # checks the answer must pass
+    guardrail_max_retries: int = Field(default=3, ge=0, le=10)
 
 
 class CrewSpec(_Spec):

@@ -32,7 +32,7 @@ def test_kickoff_answers_the_queued_run_without_reading_back_its_task_rows(build
     rows = RunTask.objects.filter(run_id=run["id"]).order_by("order")
     assert run["task_outputs"] == [
         {"task_id": r.task_id_snapshot, "name": r.name, "agent": r.agent_name, "status": "waiting",
-         "output": None, "error": None,
+         "output": None, "output_json": None, "error": None,
          "usage": {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "llm_calls": 0}}
         for r in rows
     ]  # fmt: skip
