@@ -24,11 +24,13 @@ from typing import Any
 import httpx
 
 from agents.engine.capabilities import JSON_OBJECT, JSON_SCHEMA, STREAM, TOOLS
+from agents.engine.failures import OTHER, TIMEOUT
 from agents.engine.llm import FormUnsupportedError, Gateway, LLMError, LLMRequest, RetryableLLMError
 from agents.engine.specs import LLMSpec
 
 PLAIN_PROBE_SECONDS = 120.0  # the most the plain probe waits for a first token (a model loading)
 PROBE_SECONDS = 15.0  # each form probe, once the plain one answered
+PROBE_CONNECT_SECONDS = 5.0  # the most a test waits for a host to take the connection
 SERVER_INFO_SECONDS = 4.0  # each server-information request
 FORMS_SECONDS = 20.0  # all the form probes together
 PROBE_MAX_TOKENS = 16
@@ -71,6 +73,7 @@ class ProbeResult:
     ok: bool
     latency_ms: int
     error: str | None = None
+    kind: str | None = None  # the kind of failure (``agents.engine.failures``) when not ok
     forms: dict[str, bool | None] = field(default_factory=dict)
     context_window: int | None = None
     context_source: str | None = None
@@ -112,7 +115,7 @@ async def probe(spec: LLMSpec, gateway: Gateway) -> ProbeResult:
     forms after it, together and under short limits. A failed plain completion fails the test
     and probes no form (they would fail for the same reason).
     """
-    base = spec.model_copy(update={"max_retries": 0, "connect_timeout": min(spec.connect_timeout, 5.0),
+    base = spec.model_copy(update={"max_retries": 0, "connect_timeout": min(spec.connect_timeout, PROBE_CONNECT_SECONDS),
                                    "refuses": frozenset()})
     first_token = min(spec.first_token_timeout, PLAIN_PROBE_SECONDS)
     plain_spec = base.model_copy(update={
@@ -172,6 +175,7 @@ async def probe(spec: LLMSpec, gateway: Gateway) -> ProbeResult:
     if isinstance(plain, BaseException):
         result.ok = False
         result.error = _failure(plain, spec, seconds=first_token)
+        result.kind = plain.kind if isinstance(plain, LLMError) else TIMEOUT if isinstance(plain, TimeoutError) else OTHER
     return result
 
 

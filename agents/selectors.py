@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
@@ -11,6 +12,7 @@ from agents.engine.prompts import DEFAULTS as PROMPT_DEFAULTS
 from agents.engine.prompts import PromptBook
 from agents.models import LLM, Agent, PromptTemplate, PromptTemplateVersion
 from planner_site.errors import Forbidden, NotFound
+from planner_site.models import AuditEvent
 from planner_site.prepared import Prepared
 from planner_site.roles import can_build, is_admin
 
@@ -103,3 +105,51 @@ def agent_can_write(*, user: Any, agent: Agent) -> bool:
 def agent_choices(*, owner: Any) -> QuerySet[Agent]:
     """The agents a crew of ``owner`` may use: the owner's own (crews never borrow agents)."""
     return Agent.objects.filter(owner=owner).order_by("name", "id")
+
+
+# Prompt pages (admins) -------------------------------------------------------------------------
+
+
+def prompt_version_get(*, key: str, number: int) -> PromptTemplateVersion:
+    version = (PromptTemplateVersion.objects.select_related("template", "created_by")
+               .filter(template__key=key, number=number).first())
+    if version is None:
+        raise NotFound(_("Prompt %(key)s has no version %(n)s.") % {"key": key, "n": number})
+    return version
+
+
+def prompt_history(*, key: str) -> list[tuple[PromptTemplateVersion, dict[str, Any]]]:
+    """Every version of ``key``, newest first, with what its save said in the audit log
+    (``note``, and ``restored_from`` or ``reset``)."""
+    template, _current = prompt_get(key=key)
+    versions = list(prompt_versions(key=key).select_related("created_by"))
+    saved = AuditEvent.objects.filter(action="prompt.updated", target_type="prompttemplate",
+                                      target_id=str(template.pk)).values_list("data", flat=True)
+    said = {d.get("version"): d for d in saved if isinstance(d, dict)}
+    return [(v, said.get(v.number, {})) for v in versions]
+
+
+# Every kickoff reads it, like ``_CURRENT_PROMPTS``.
+_CURRENT_NUMBERS = Prepared(lambda: _current_prompts().values_list("template__key", "number"))
+
+
+def prompt_version_numbers() -> dict[str, int]:
+    """The current version number of every prompt the engine sends: what a run records at
+    kickoff as the prompts it uses (its snapshot's ``prompts``)."""
+    return dict(_CURRENT_NUMBERS.rows())
+
+
+def prompt_diff(*, key: str, a: int, b: int) -> dict[str, Any]:
+    """Version ``a`` against version ``b`` line by line (``difflib``): each line ``added``,
+    ``removed`` or ``same`` (three lines of context around a change), ``gap`` between hunks."""
+    old, new = prompt_version_get(key=key, number=a), prompt_version_get(key=key, number=b)
+    lines: list[dict[str, str]] = []
+    for line in difflib.unified_diff(old.text.splitlines(), new.text.splitlines(), lineterm="", n=3):
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("@@"):
+            if lines:
+                lines.append({"op": "gap", "text": ""})
+            continue
+        lines.append({"op": {"+": "added", "-": "removed"}.get(line[:1], "same"), "text": line[1:]})
+    return {"old": old, "new": new, "lines": lines, "same": old.text == new.text}

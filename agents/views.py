@@ -21,9 +21,11 @@ from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from agents import selectors, services
+from agents.failures import connect_seconds, failure_view
 from agents.forms import AgentForm, LLMForm
+from agents.probes import PROBE_CONNECT_SECONDS
 from agents.tools import catalogue
-from planner_site.errors import Forbidden, NotFound
+from planner_site.errors import Conflict, Forbidden, NotFound
 from planner_site.roles import can_build, is_admin
 
 
@@ -153,14 +155,19 @@ def agent_update(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
 @domain_errors
 def agent_delete(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
     agent = selectors.agent_get(user=request.user, agent_id=agent_id, for_write=True)
+    error = ""
     if request.method == "POST":
-        services.agent_delete(actor=request.user, agent=agent)
-        messages.success(request, _("Agent “%(name)s” deleted.") % {"name": agent.name})
-        return redirect_after_post(request, reverse("agents:agent-list"))
+        try:
+            services.agent_delete(actor=request.user, agent=agent)
+        except Conflict as exc:  # one of its runs works: the page says which
+            error = exc.detail
+        else:
+            messages.success(request, _("Agent “%(name)s” deleted.") % {"name": agent.name})
+            return redirect_after_post(request, reverse("agents:agent-list"))
     template = "agents/agent_confirm_delete.html"
     if request.htmx:
         template += "#delete-confirm"
-    return render(request, template, {"agent": agent})
+    return render(request, template, {"agent": agent, "error": error}, status=409 if error else 200)
 
 
 # LLMs (admins) ---------------------------------------------------------------------------------
@@ -225,10 +232,16 @@ def llm_detail_context(llm: Any, test: dict[str, Any] | None = None) -> dict[str
         )
     ]
     caps = llm.capabilities or {}
+    failure = None
+    if test and not test.get("ok"):
+        failure = failure_view(error=test.get("error") or "", kind=test.get("kind"), llm=llm,
+                               seconds=min(connect_seconds(llm), PROBE_CONNECT_SECONDS))
+        failure["llm_url"] = ""  # this is the LLM's page
     return {
         "llm": llm,
         "forms": forms,
         "test": test,
+        "failure": failure,
         "tested_at": parse_datetime(caps["tested_at"]) if caps.get("tested_at") else None,
         "learned_at": parse_datetime(caps["learned_at"]) if caps.get("learned_at") else None,
         "context_source": caps.get("context_source"),

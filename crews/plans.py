@@ -297,10 +297,25 @@ def plans_sweep_stale() -> list[int]:
     return drafts + regenerating
 
 
-def plan_fail(*, plan_id: int, error: str, usage: Mapping[str, Any] | None = None) -> None:
-    Plan.objects.filter(pk=plan_id, status=Plan.Status.GENERATING).update(status=Plan.Status.FAILED, error=error)
+def plan_fail(*, plan_id: int, error: str, usage: Mapping[str, Any] | None = None, failure_kind: str = "") -> None:
+    """A drafting that failed with ``error``. ``failure_kind`` is the kind of provider failure
+    (``agents.engine.failures``) when an LLM call's error ended it: kept with the plan's warnings
+    (``plan_failure_kind``), so the page words that failure by kind and never reads one from the
+    words of another error (a missing input named ``{api_key}`` is no refused key)."""
+    changes: dict[str, Any] = {"status": Plan.Status.FAILED, "error": error}
+    if failure_kind:
+        changes["warnings"] = [{"task_id": None, "failure_kind": failure_kind}]
+    Plan.objects.filter(pk=plan_id, status=Plan.Status.GENERATING).update(**changes)
     if usage:
         _add_usage(plan_id, usage)
+
+
+def plan_failure_kind(plan: Plan) -> str:
+    """The kind of provider failure that failed ``plan``'s drafting (``plan_fail``), or ``""``."""
+    if plan.status != Plan.Status.FAILED:
+        return ""
+    return next((str(w["failure_kind"]) for w in plan.warnings or []
+                 if isinstance(w, dict) and w.get("failure_kind")), "")
 
 
 def _parse_body(plan: Plan, tasks: Any, task_of_uid: Mapping[int, int]) -> dict[int, list[StepTuple]]:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from agents.engine.failures import CONTEXT_TOO_LONG, kind_of_message
 from agents.engine.specs import LLMSpec
 
 Message = dict[str, Any]  # OpenAI chat format: {"role": ..., "content": ..., ...}
@@ -86,6 +87,13 @@ class LLMError(Exception):
     """
 
     retries_spent: bool = False
+    # The kind of provider failure (``agents.engine.failures.KINDS``): the gateway sets it from
+    # what litellm raised; otherwise it is read from the message.
+    kind_hint: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.kind_hint or kind_of_message(str(self))
 
 
 class RetryableLLMError(LLMError):
@@ -98,6 +106,8 @@ class RetryableLLMError(LLMError):
 
 class ContextLengthError(LLMError):
     """The messages do not fit the model's context window."""
+
+    kind_hint = CONTEXT_TOO_LONG
 
 
 class FormUnsupportedError(LLMError):

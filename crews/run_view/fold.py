@@ -23,6 +23,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from crews.models import Run, RunEvent, RunTask
+from crews.run_view.fold_checks import CheckEvents
+from crews.run_view.fold_knowledge import KnowledgeEvents
 from crews.run_view.fold_tasks import TaskEvents, crew_plan_steps, plan_key
 from crews.run_view.state import (
     Change,
@@ -59,7 +61,7 @@ _RESUMED_BY: dict[str, tuple[str, ...]] = {
 }
 
 
-class RunView(TaskEvents, UsageAndOutput):
+class RunView(TaskEvents, CheckEvents, KnowledgeEvents, UsageAndOutput):
     """The run's state after its events up to ``last_seq``; ``apply`` moves it one event on."""
 
     def __init__(self, run: Run, tasks: Iterable[RunTask] = (), *, started_task_ids: Iterable[int] = ()) -> None:
@@ -73,6 +75,9 @@ class RunView(TaskEvents, UsageAndOutput):
         self.output = ""
         self.error = ""
         self.notice_reason = ""
+        # The last LLM call that failed for good ({error, kind, model}): the failed run's notice
+        # words it (agents/_llm_failure.html); an answer after it clears it.
+        self.provider_failure: dict[str, Any] | None = None
         self.waiting: dict[str, Any] | None = None  # what the run waits for a person to do
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -90,6 +95,7 @@ class RunView(TaskEvents, UsageAndOutput):
             )
             if row.status == RunTask.Status.DONE and row.task_id_snapshot not in started:
                 task.status, task.output, task.reused = "done", row.output, True
+                task.output_json = row.output_json
             self.tasks.append(task)
             self.by_id[row.task_id_snapshot] = task
         # The scope's name is lazy: a socket's view is built before it knows its reader's language.
@@ -315,6 +321,7 @@ class RunView(TaskEvents, UsageAndOutput):
     def _reset_task(self, task: TaskView) -> None:
         task.plan, task.activity, task.approvals, task.feedback = [], [], [], None
         task.output = task.error = task.forced = ""
+        task.output_json = None
         task.output_seq = task.turn = task.max_turns = 0
         task.reused = False
         for key in [k for k in self._steps if k[0] == task.key]:
@@ -385,6 +392,10 @@ class RunView(TaskEvents, UsageAndOutput):
             self._emit(Change("run-output", {}))
         if status == "failed":
             self.error = message_of(data.get("error"))
+            # The notice words a provider failure only when that failure is what ended the run:
+            # a run that failed later for another reason keeps its own error.
+            if self.provider_failure and self.provider_failure["error"] not in text_of(data.get("error")):
+                self.provider_failure = None
         # What was in progress ends with the run: no "Drafting", "Planning…" or working step after it.
         end_task = {"succeeded": "done", "failed": "failed", "cancelled": "stopped", "interrupted": "waiting"}[status]
         drafting = self.scope.drafting
@@ -464,6 +475,11 @@ _HANDLERS: dict[str, Any] = {
     "task.failed": RunView.on_task_failed,
     "task.skipped": RunView.on_task_skipped,
     "task.delegated": RunView.on_task_delegated,
+    "guardrail.passed": RunView.on_guardrail_passed,
+    "guardrail.failed": RunView.on_guardrail_failed,
+    "knowledge.retrieved": RunView.on_knowledge_retrieved,
+    "memory.recalled": RunView.on_memory_recalled,
+    "memory.saved": RunView.on_memory_saved,
     "agent_plan.started": RunView.on_agent_plan_started,
     "agent_plan.completed": RunView.on_agent_plan_completed,
     "agent_plan.failed": RunView.on_agent_plan_failed,

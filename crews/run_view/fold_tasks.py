@@ -32,6 +32,19 @@ from crews.run_view.state import (
 from crews.run_view.text import message_of, plan_url, skip_reason, text_of
 
 
+def run_llm_ids(snapshot: Any) -> list[int]:
+    """The ids of the LLMs a run's snapshot names (its agents', their planners', the crew's planning
+    and manager LLMs): the page finds the LLM of a failed call among them, not by model alone."""
+    snapshot = snapshot if isinstance(snapshot, dict) else {}
+    crew = snapshot.get("crew") or {}
+    agents = [*(snapshot.get("agents") or []), snapshot.get("agent") or {}]
+    ids = [crew.get("planning_llm_id"), crew.get("manager_llm_id")]
+    for agent in agents:
+        if isinstance(agent, dict):
+            ids += [agent.get("llm_id"), (agent.get("planning_config") or {}).get("llm_id")]
+    return sorted({i for i in ids if isinstance(i, int) and not isinstance(i, bool)})
+
+
 class TaskEvents:
     """The handlers of the events inside tasks (``RunView`` provides the state they change)."""
 
@@ -39,6 +52,7 @@ class TaskEvents:
     tasks: list[TaskView]
     scope: TaskView
     waiting: dict[str, Any] | None
+    provider_failure: dict[str, Any] | None
     plan_steps: dict[tuple[int, int], dict[int, list[tuple[int, str]]]]
     _steps: dict[tuple[str, str], Step]
     _open_llm: dict[tuple[str, str], list[LLMCall]]
@@ -156,12 +170,14 @@ class TaskEvents:
     def on_task_completed(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
         task = self.task_for(task_id)
         task.output, task.output_seq = text_of(data.get("output")), seq
+        task.output_json = data.get("output_json")
         self._task_status(task, "done", answer=True)
         self._update_rerunnable()
 
     def on_task_failed(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
         task = self.task_for(task_id)
         task.error = text_of(data.get("error"))
+        task.failure_kind = text_of(data.get("kind")) if data.get("kind") not in (None, "other") else ""
         self._task_status(task, "failed", answer=True)
 
     def on_task_skipped(self, seq: int, task_id: Any, step_id: Any, data: dict[str, Any], at: datetime | None) -> None:
@@ -368,6 +384,7 @@ class TaskEvents:
         task = self.task_for(task_id)
         call = self._close_llm(task, step_id, seq, data)
         call.status = "done"
+        self.provider_failure = None
         call.prompt_tokens = int(data.get("prompt_tokens") or 0)
         call.completion_tokens = int(data.get("completion_tokens") or 0)
         cost = data.get("cost_usd")
@@ -388,6 +405,9 @@ class TaskEvents:
         task = self.task_for(task_id)
         call = self._close_llm(task, step_id, seq, data)
         call.status, call.error, call.retrying = "failed", text_of(data.get("error")), bool(data.get("retrying"))
+        if not call.retrying and not data.get("negotiated"):
+            self.provider_failure = {"error": call.error, "kind": data.get("kind"), "model": text_of(data.get("model")),
+                                     "llm_ids": run_llm_ids(self.run.snapshot)}
         self._emit(Change("entry", {"entry": call}))
 
     def on_tool_started(self, seq: int, task_id: Any, step_id: str | None, data: dict[str, Any], at: datetime | None) -> None:

@@ -390,6 +390,21 @@ class TaskView(UsageAndOutput):
     turn: int = 0  # the agent's loop on it: turn N of max_turns (react.turn)
     max_turns: int = 0
     forced: str = ""  # why its answer was forced (react.forced_answer): max_turns | repeated
+    failure_kind: str = ""  # a provider failure's kind (task.failed's ``kind``): worded by agents/failures.py
+    output_json: Any = None  # the answer as JSON, when the task has an output schema
+
+    @property
+    def output_table(self) -> dict[str, Any]:
+        """The JSON answer as a table, with its download links (crews/_task_output_table.html)."""
+        from django.urls import reverse
+
+        from crews.output_table import table_of
+
+        columns, rows = table_of(self.output_json)
+        ids = {"id": self.run_id, "task_id": self.task_id}
+        return {"columns": columns, "rows": rows,
+                "json_url": reverse("api:run_task_output_json", kwargs=ids),
+                "csv_url": reverse("api:run_task_output_csv", kwargs=ids)}
 
     @property
     def tone(self) -> str:

@@ -214,6 +214,8 @@ def _labels_now() -> dict[str, dict[str, str]]:
             "feedback.requested": _("Asked a person to review"), "feedback.received": _("A person reviewed"),
             "budget.exceeded": _("Budget reached"), "guardrail.passed": _("Check passed"),
             "guardrail.failed": _("Check failed"),
+            "knowledge.retrieved": _("Knowledge used"), "memory.recalled": _("Memories recalled"),
+            "memory.saved": _("Memories saved"),
             "react.turn": _("Next turn"), "react.format_error": _("Reply not understood"),
             "react.stuck": _("Stuck on one reply"), "react.forced_answer": _("Asked for a best answer"),
         },

@@ -133,6 +133,7 @@ def editor_context(request: HtmxHttpRequest, plan: Plan, *, notes: Mapping[int, 
         "version_numbers": range(plan.version, 0, -1),
         "demo_llm": plan.llm is not None and plan.llm.is_demo,
         "regenerating": bool(plan.regenerating_task_ids),
+        "failure_kind": plans.plan_failure_kind(plan),
     }
     if task_id is None:
         context["step_count"] = sum(len(s.steps) for s in sections)

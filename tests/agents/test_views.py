@@ -324,12 +324,13 @@ def test_demo_banner_shows_until_an_admin_sets_a_real_default(
 def test_navigation_and_user_menu(admin_user: Any, builder: Any) -> None:
     page = signed_in(builder).get(reverse("agents:agent-list")).content.decode()
     assert reverse("crews:crew-list") in page and reverse("agents:agent-list") in page
-    assert reverse("admin:index") not in page
+    assert reverse("admin:index") not in page and reverse("site:people-list") not in page
     assert f'action="{reverse("logout")}"' in page and "Sign out" in page
     assert f'action="{reverse("set_language")}"' in page and 'value="pt-br"' in page
     assert 'hx-headers=\'{"X-CSRFToken": "' in page
+    # Admins reach the site's own admin area (people, usage, audit log), not Django's admin.
     assert (
-        reverse("admin:index")
+        reverse("site:people-list")
         in signed_in(admin_user).get(reverse("agents:agent-list")).content.decode()
     )
 
