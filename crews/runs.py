@@ -16,11 +16,13 @@ from django_tasks_db.backend import DatabaseBackend
 
 from agents.bridge import agent_snapshot
 from agents.models import Agent
+from agents.selectors import prompt_version_numbers
 from crews import queue, selectors
 from crews.bridge import crew_snapshot, emit_now, record_event
 from crews.models import RUN_WORKING, Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
 from crews.services import MAX_INPUT_CHARS, crew_check_runnable, crew_texts, inputs_validate
 from planner_site.audit import audit
+from planner_site.budgets import budget_check
 from planner_site.errors import Conflict, NotFound, TooMany
 from planner_site.prepared import STAND_IN_ID, STAND_IN_TIME, Prepared
 from planner_site.rows import insert_new
@@ -90,7 +92,9 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
     caller to execute in the foreground (``manage.py kickoff``): no worker will pick it up.
     """
     _check_rate(actor)
+    budget_check(actor=actor)
     snapshot = crew_snapshot(crew)
+    snapshot["prompts"] = prompt_version_numbers()  # the prompt versions it runs with: the run page links them
     if planning is not None:
         snapshot["crew"]["planning"] = planning
     crew_check_runnable(crew=crew, snapshot=snapshot)
@@ -135,12 +139,13 @@ def run_kickoff(*, actor: Any, crew: Crew, inputs: Any, plan: Plan | None = None
 def run_kickoff_agent(*, actor: Any, agent: Agent, message: str) -> Run:
     """An agent asked something directly: the message is its task (planning per its settings)."""
     _check_rate(actor)
+    budget_check(actor=actor)
     if not isinstance(message, str) or not message.strip():
         raise ValidationError({"message": _("Write what the agent should do.")})
     if len(message) > MAX_INPUT_CHARS:
         raise ValidationError({"message": _("The message is too long.")})
     run = Run.objects.create(
-        agent=agent, created_by=actor, message=message.strip(), snapshot={"agent": agent_snapshot(agent)}
+        agent=agent, created_by=actor, message=message.strip(), snapshot={"agent": agent_snapshot(agent), "prompts": prompt_version_numbers()}
     )
     _record_queued(run, {"agent_id": agent.pk})
     audit(actor=actor, action="run.started", target=run, agent=agent.pk)
@@ -508,3 +513,21 @@ def run_approve_plan(*, actor: Any, run: Run, edit: Any = None, version: int | N
         plan = plans.plan_update(actor=actor, plan=plan, expected_version=expected, tasks=edit.get("tasks"))
         version = plan.version
     return plans.plan_approve(actor=actor, plan=plan, version=version, supersede=False)
+
+
+def run_guard_delete(sender: type[Crew] | type[Agent], instance: Crew | Agent, **kwargs: Any) -> None:
+    """A crew or an agent is not deleted while one of its runs works (``RUN_WORKING``): its
+    worker would lose the run under it. Stop the run first; a queued run goes with them.
+
+    Connected to ``pre_delete`` (crews.apps), so the rule holds for every way a crew or an
+    agent is deleted (the pages, the API, the admin, a deleted owner), and the agents app needs
+    to know nothing of runs. Deletion runs in a transaction: the runs not yet finished are
+    locked, so none starts working between this check and the delete.
+    """
+    runs = Run.objects.filter(crew=instance) if isinstance(instance, Crew) else Run.objects.filter(agent=instance)
+    waiting = runs.select_for_update().filter(status__in=[S.QUEUED, *RUN_WORKING]).order_by("pk")
+    working = next((run for run in waiting.only("pk", "status") if run.status in RUN_WORKING), None)
+    if working is not None:
+        raise Conflict(
+            _("Run %(id)s is still working: stop it first.") % {"id": working.pk}, code="run_working"
+        )

@@ -70,3 +70,28 @@ class WorkerBeat(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+
+class DailyBudget(models.Model):
+    """How much a person may spend on LLM calls in a day (the site's day, ``TIME_ZONE``); the row
+    without a person is the site's default for everyone without their own."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("user"),
+        null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    cost_usd = models.DecimalField(_("daily budget (USD)"), max_digits=10, decimal_places=2)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("daily budget")
+        verbose_name_plural = _("daily budgets")
+        constraints = [
+            # One row per person and one site default (NULLs are distinct to a plain unique).
+            models.UniqueConstraint(
+                models.functions.Coalesce("user", models.Value(0)), name="one_daily_budget_per_user"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user or 'site'}: {self.cost_usd} USD/day"

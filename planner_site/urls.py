@@ -15,9 +15,16 @@ urlpatterns = [
     path("api/", api.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("account/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     # The language switch works on the sign-in page too.
     path("i18n/setlang/", login_not_required(set_language), name="set_language"),
     path("", include("agents.urls")),
     path("", include("crews.urls")),
+    path("", include("knowledge.urls")),
+    path("", include("planner_site.site_urls")),
 ]
+
+# A body too large or too many fields: the API's JSON error, or a page that says so.
+handler400 = "planner_site.views_errors.bad_request"
 

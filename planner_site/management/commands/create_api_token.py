@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from planner_site.audit import audit
 from planner_site.tokens import token_create
 
 
@@ -21,5 +22,7 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=opts["username"]).first()
         if user is None:
             raise CommandError(f"No user named {opts['username']!r}.")
-        _token, raw = token_create(user=user, name=opts["name"])
+        token, raw = token_create(user=user, name=opts["name"])
+        audit(actor=None, action="token.created", target=token, prefix=token.prefix, name=token.name,
+              owner=user.get_username(), via="create_api_token")
         self.stdout.write(raw)
