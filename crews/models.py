@@ -10,6 +10,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from agents.models import LLM, Agent
+from planner_site.stored_json import StoredJSONField
 
 
 class OnStepFailure(models.TextChoices):
@@ -55,6 +56,10 @@ class Crew(models.Model):
         _("when a step fails"), max_length=10, choices=OnStepFailure.choices, default=OnStepFailure.CONTINUE,
         help_text=_("What an agent may do when a step of the approved plan fails."),
     )
+    memory = models.BooleanField(
+        _("remember between runs"), default=False,
+        help_text=_("After each task, save what was learned; before each task, recall what is relevant."),
+    )
     max_rpm = models.PositiveIntegerField(
         _("max requests per minute"), null=True, blank=True, validators=[MinValueValidator(1)]
     )
@@ -65,7 +70,7 @@ class Crew(models.Model):
         _("cost budget (USD)"), max_digits=10, decimal_places=4, null=True, blank=True,
         validators=[MinValueValidator(Decimal("0.0001"))],
     )
-    default_inputs = models.JSONField(_("default inputs"), default=dict, blank=True)
+    default_inputs = StoredJSONField(_("default inputs"), default=dict, blank=True)
     shared = models.BooleanField(
         _("shared"), default=False, help_text=_("Everyone signed in can view it and its runs.")
     )
@@ -103,11 +108,11 @@ class Task(models.Model):
     async_execution = models.BooleanField(_("run alongside the next tasks"), default=False)
     human_input = models.BooleanField(_("ask a person to review the answer"), default=False)
     # What the answer must be (issue #18): a JSON schema, or None for free text.
-    output_schema = models.JSONField(_("output schema"), null=True, blank=True)
+    output_schema = StoredJSONField(_("output schema"), null=True, blank=True)
     # How the answer is checked before a later task takes it (API.md "Crews and tasks"):
     # {"criteria": [str], "min_chars": int, "max_chars": int, "must_contain": [str],
     #  "must_not_contain": [str], "pattern": str}; every key optional, {} = no checks.
-    guardrails = models.JSONField(_("checks"), default=dict, blank=True)
+    guardrails = StoredJSONField(_("checks"), default=dict, blank=True)
     guardrail_max_retries = models.PositiveSmallIntegerField(
         _("retries after a failed check"), default=3, validators=[MaxValueValidator(10)]
     )
@@ -141,7 +146,7 @@ class Plan(models.Model):
     )
     version = models.PositiveIntegerField(_("version"), default=0)  # the current version's number
     approved_version = models.PositiveIntegerField(_("approved version"), null=True, blank=True)
-    inputs = models.JSONField(_("inputs"), default=dict, blank=True)
+    inputs = StoredJSONField(_("inputs"), default=dict, blank=True)
     llm = models.ForeignKey(
         LLM, verbose_name=_("LLM"), null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -154,12 +159,12 @@ class Plan(models.Model):
     next_step_uid = models.PositiveIntegerField(
         _("next step id"), default=1
     )  # step ids are stable across versions
-    regenerating_task_ids = models.JSONField(
+    regenerating_task_ids = StoredJSONField(
         _("tasks being regenerated"), default=list, blank=True
     )  # tasks being re-drafted now
     # What the planner warned of when it drafted: [{"task_id": int | None, "message": str}]. The
     # editor shows a task's warnings while that task still has no usable steps.
-    warnings = models.JSONField(_("planner's warnings"), default=list, blank=True)
+    warnings = StoredJSONField(_("planner's warnings"), default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("created by"),
         null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -187,7 +192,7 @@ class PlanVersion(models.Model):
     # The crew's tasks as this version was written for them (id, order, name, description,
     # expected_output, agent_id, as a run's snapshot has them): what a run compares its own
     # tasks with to say which changed since the plan was approved.
-    tasks = models.JSONField(_("tasks"), default=list, blank=True)
+    tasks = StoredJSONField(_("tasks"), default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("created by"),
         null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -263,9 +268,9 @@ class Run(models.Model):
     status = models.CharField(
         _("status"), max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True
     )
-    inputs = models.JSONField(_("inputs"), default=dict, blank=True)
+    inputs = StoredJSONField(_("inputs"), default=dict, blank=True)
     message = models.TextField(_("message"), blank=True)  # for an agent kicked off directly
-    snapshot = models.JSONField(
+    snapshot = StoredJSONField(
         _("snapshot"), default=dict, blank=True
     )  # the crew's definition at kickoff
     review_plan = models.BooleanField(_("review the plan"), default=False)
@@ -337,7 +342,7 @@ class RunTask(models.Model):
         _("status"), max_length=10, choices=Status.choices, default=Status.WAITING
     )
     output = models.TextField(_("output"), blank=True)
-    output_json = models.JSONField(_("output (JSON)"), null=True, blank=True)  # when the task has a schema
+    output_json = StoredJSONField(_("output (JSON)"), null=True, blank=True)  # when the task has a schema
     error = models.TextField(_("error"), blank=True)
     prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), default=0)
     completion_tokens = models.PositiveIntegerField(_("completion tokens"), default=0)
@@ -366,7 +371,7 @@ class RunEvent(models.Model):
     type = models.CharField(_("type"), max_length=50)
     task_id = models.PositiveBigIntegerField(_("task id"), null=True, blank=True)
     step_id = models.CharField(_("step id"), max_length=100, blank=True)
-    data = models.JSONField(_("data"), default=dict, blank=True)
+    data = StoredJSONField(_("data"), default=dict, blank=True)
     at = models.DateTimeField(_("at"))
 
     class Meta:
@@ -390,10 +395,10 @@ class RunLLMCall(models.Model):
     seq = models.PositiveIntegerField(_("sequence number"))  # of its llm.completed or llm.failed event
     purpose = models.CharField(_("purpose"), max_length=50, blank=True)
     model = models.CharField(_("model"), max_length=200, blank=True)
-    messages = models.JSONField(_("messages"), default=list, blank=True)  # as sent, OpenAI chat format
-    tools = models.JSONField(_("tools"), default=list, blank=True)  # the names of the tool schemas sent
+    messages = StoredJSONField(_("messages"), default=list, blank=True)  # as sent, OpenAI chat format
+    tools = StoredJSONField(_("tools"), default=list, blank=True)  # the names of the tool schemas sent
     response_format = models.CharField(_("response format"), max_length=200, blank=True)  # a schema's name
-    reply = models.JSONField(_("reply"), null=True, blank=True)  # {content, tool_calls, finish_reason}
+    reply = StoredJSONField(_("reply"), null=True, blank=True)  # {content, tool_calls, finish_reason}
     error = models.TextField(_("error"), blank=True)
 
     class Meta:
@@ -415,7 +420,7 @@ class ToolApproval(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     approval_id = models.CharField(max_length=100)
     tool = models.CharField(max_length=100)
-    args = models.JSONField(default=dict, blank=True)
+    args = StoredJSONField(default=dict, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     note = models.TextField(blank=True)
     decided_by = models.ForeignKey(

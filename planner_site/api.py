@@ -8,19 +8,22 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import connection
 from django.db.models import prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.parser import Parser
 from ninja.security import APIKeyCookie, HttpBearer
 
+from planner_site.body_checks import BodyRefused, loads_checked
 from planner_site.errors import Conflict, DomainError, Forbidden, NotFound, TooMany
+from planner_site.openapi import PlannerAPI
 
 
 class SessionAuth(APIKeyCookie):
@@ -57,35 +60,12 @@ class BearerAuth(HttpBearer):
         return user
 
 
-class NulInBody(ValueError):
-    """A string of the body holds U+0000, which PostgreSQL cannot store in text or JSON."""
-
-    def __init__(self, field: str) -> None:
-        super().__init__(f"{field}: a NUL character (U+0000)")
-        self.field = field
-
-
-def _refuse_nul(data: Any) -> None:
-    """Raise ``NulInBody`` naming the first string (or key's object) holding U+0000. Iterative:
-    a deeply nested body must not exhaust the stack."""
-    todo: list[tuple[Any, str]] = [(data, "")]
-    while todo:
-        value, field = todo.pop()
-        if isinstance(value, str):
-            if "\x00" in value:
-                raise NulInBody(field or "body")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if "\x00" in key:
-                    raise NulInBody(field or "body")  # the object holding the key: never echo a NUL
-                todo.append((item, f"{field}.{key}" if field else str(key)))
-        elif isinstance(value, list):
-            todo.extend((item, f"{field}.{i}" if field else str(i)) for i, item in enumerate(value))
-
-
 class JSONParser(Parser):
-    """Bodies are strict JSON: Python's NaN and Infinity extensions are refused, and so is a NUL
-    character in any string (SQLite would keep it, PostgreSQL fails on it: refused on both)."""
+    """Bodies are strict JSON: Python's NaN and Infinity extensions are refused, and so is what no
+    field may hold (``planner_site.body_checks``): a NUL character (SQLite would keep it,
+    PostgreSQL fails on it: refused on both), a lone surrogate, a number beyond a float's range
+    (``1e400``, a 422 naming its field), nesting deeper than its limit. Integers stay strict:
+    ``3.0`` is refused for an integer field, as ``"3"`` and ``true`` are."""
 
     def parse_body(self, request: HttpRequest) -> Any:
         def refuse(constant: str) -> None:
@@ -94,13 +74,10 @@ class JSONParser(Parser):
         body = request.body
         # Decoded as json.loads would (UTF-8, -16 or -32), so an escaped NUL is seen in any of them.
         text = body.decode(json.detect_encoding(body)) if isinstance(body, bytes) else body
-        data = json.loads(text, parse_constant=refuse)
-        if "\\u0000" in text:  # JSON can carry a NUL only escaped
-            _refuse_nul(data)
-        return data
+        return loads_checked(text, parse_constant=refuse)
 
 
-api = NinjaAPI(
+api = PlannerAPI(
     title="Crew Planner API",
     version="1",
     description="Build crews of AI agents, draft and edit their plans, run them and follow the events.",
@@ -153,7 +130,18 @@ _DOMAIN_STATUS = ((NotFound, 404), (Forbidden, 403), (Conflict, 409), (TooMany, 
 def on_domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
     status = next((s for cls, s in _DOMAIN_STATUS if isinstance(exc, cls)), 422)
     errors = [{"field": exc.field, "message": exc.detail}] if exc.field else []
-    return error_response(request, status, exc.detail, exc.code, errors)
+    response = error_response(request, status, exc.detail, exc.code, errors)
+    if getattr(exc, "retry_after", None):  # a daily budget: refused until the site's next day
+        response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+@api.exception_handler(RequestDataTooBig)
+def on_body_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    # Django's own answer would be its HTML 400 page; a client of the API reads this one.
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    message = _("The request body is larger than %(n)s bytes.") % {"n": limit}
+    return error_response(request, 413, message, "too_large", [{"field": "body", "message": message}])
 
 
 @api.exception_handler(AuthenticationError)
@@ -163,9 +151,8 @@ def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpRe
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    if exc.status_code == 400 and isinstance(exc.__cause__, NulInBody):
-        message = _("Text may not contain a NUL character (U+0000).")
-        field = exc.__cause__.field
+    if exc.status_code == 400 and isinstance(exc.__cause__, BodyRefused):
+        field, message = exc.__cause__.field, exc.__cause__.message
         return error_response(request, 422, f"{field}: {message}", "invalid", [{"field": field, "message": message}])
     if exc.status_code == 400 and isinstance(exc.__cause__, ValueError):
         # ninja's "Cannot parse request body": the input is invalid, like any other (API.md).
@@ -189,12 +176,21 @@ def health(request: HttpRequest) -> dict[str, str]:
         database = "error"
     channel_layer = _channel_layer_status()
     worker = "none"
-    if database == "ok":
+    if warming():
+        worker = "warming"  # this process's workers are loading what a run needs
+    elif database == "ok":
         recent = timezone.now() - timedelta(seconds=30)
         if WorkerBeat.objects.filter(seen_at__gte=recent).exists():
             worker = "ok"
     status = "ok" if database == "ok" and channel_layer == "ok" else "error"
     return {"status": status, "database": database, "channel_layer": channel_layer, "worker": worker}
+
+
+def warming() -> bool:
+    """This process serves runs (``serve`` with workers) that are still warming up."""
+    from planner_site.warmup import is_warm, warming_started
+
+    return warming_started() and not is_warm()
 
 
 def _channel_layer_status() -> str:
@@ -220,6 +216,12 @@ def _channel_layer_status() -> str:
 
 from agents.api import router as agents_router  # noqa: E402
 from crews.api import router as crews_router  # noqa: E402
+from crews.api_interop import router as interop_router  # noqa: E402
+from crews.api_outputs import router as outputs_router  # noqa: E402
+from knowledge.api import router as knowledge_router  # noqa: E402
 
 api.add_router("/", agents_router)
+api.add_router("/", interop_router)  # before crews: /crews/{id} would take /crews/import
 api.add_router("/", crews_router)
+api.add_router("/", outputs_router)
+api.add_router("/", knowledge_router)

@@ -7,10 +7,16 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 from django.utils.translation import gettext_lazy as _
 
 from planner_site.env import env_bool, env_float, env_int, env_list, env_str
-from planner_site.local_secrets import local_fernet_keys, local_secret_key
+from planner_site.local_secrets import (
+    local_fernet_keys,
+    local_secret_key,
+    private_dir,
+    private_file,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PLANNER_VAR_DIR", str(BASE_DIR / "var")))  # type: ignore[arg-type]
@@ -54,10 +60,12 @@ INSTALLED_APPS = [
     "ninja",  # serves Swagger UI's files locally instead of from a CDN
     "agents",
     "crews",
+    "knowledge",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -107,11 +115,12 @@ DATABASE_URL = env_str("DATABASE_URL", "")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
 else:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    # var/ and the database (with its -wal and -shm files) are readable by their owner only.
+    private_dir(VAR_DIR)
     DATABASES = {
         "default": {
             "ENGINE": "planner_site.sqlite",  # Django's, writers queued in Python
-            "NAME": VAR_DIR / "planner.sqlite3",
+            "NAME": private_file(VAR_DIR / "planner.sqlite3"),
             # A new SQLite connection costs ~0.7 ms of CPU (SQLite reads the schema on its first
             # statement). Every thread that touches the database here outlives its work (HTTP
             # requests borrow one: planner_site.http), so each keeps its connection.
@@ -194,6 +203,20 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION
 SECURE_HSTS_PRELOAD = PRODUCTION
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if PRODUCTION else None
 X_FRAME_OPTIONS = "DENY"
+# Every page runs only the site's own script and style files: no inline <script>, style
+# attribute, <style> element or on* handler anywhere (tests/test_csp.py scans the templates).
+# 'self' covers the run page's same-origin websocket (ws: and wss:) in CSP Level 3 browsers.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "object-src": [CSP.NONE],
+}
 
 LOGGING = {
     "version": 1,
@@ -219,6 +242,18 @@ PLANNER_RUN_STALE_SECONDS = env_int("PLANNER_RUN_STALE_SECONDS", 30)
 PLANNER_PLAN_STALE_SECONDS = env_int("PLANNER_PLAN_STALE_SECONDS", 900)
 PLANNER_HTTP_TOOL_ALLOWED_HOSTS = env_list("PLANNER_HTTP_TOOL_ALLOWED_HOSTS", [])
 PLANNER_KICKOFF_RATE_PER_MINUTE = env_int("PLANNER_KICKOFF_RATE_PER_MINUTE", 30)
+# Knowledge sources (issue #19): upload limits, chunking, how much retrieved text a prompt gets.
+PLANNER_KNOWLEDGE_MAX_FILE_BYTES = env_int("PLANNER_KNOWLEDGE_MAX_FILE_BYTES", 10 * 1024 * 1024)
+PLANNER_KNOWLEDGE_MAX_SOURCES = env_int("PLANNER_KNOWLEDGE_MAX_SOURCES", 50)  # per agent or crew
+PLANNER_KNOWLEDGE_MAX_CHUNKS = env_int("PLANNER_KNOWLEDGE_MAX_CHUNKS", 5_000)  # per source
+PLANNER_KNOWLEDGE_CHUNK_CHARS = env_int("PLANNER_KNOWLEDGE_CHUNK_CHARS", 1_200)
+PLANNER_KNOWLEDGE_CHUNK_OVERLAP = env_int("PLANNER_KNOWLEDGE_CHUNK_OVERLAP", 200)
+PLANNER_KNOWLEDGE_TOKENS = env_int("PLANNER_KNOWLEDGE_TOKENS", 1_500)  # per task, chars/4
+PLANNER_KNOWLEDGE_TOP_K = env_int("PLANNER_KNOWLEDGE_TOP_K", 5)
+PLANNER_MEMORY_TOKENS = env_int("PLANNER_MEMORY_TOKENS", 500)
+# The name of an LLM entry (set by an admin) whose model embeds chunks: any litellm embedding
+# model. Empty: full-text search alone.
+PLANNER_EMBEDDING_LLM = env_str("PLANNER_EMBEDDING_LLM", "") or ""
 # The offline demo model paces itself like a hosted one (ENGINE.md §7), so a demo run can be
 # watched and stopped: a wait before its first token, then a steady rate (0 = at once). The demo
 # LLM's params "first_token_seconds" / "tokens_per_second" override these.

@@ -65,7 +65,7 @@ def test_the_layering_check_catches_a_django_import(tmp_path: Path) -> None:
 
 # The apps: layers point one way ----------------------------------------------------------------
 
-APP_PACKAGES = ("agents", "crews", "planner_site")
+APP_PACKAGES = ("agents", "crews", "knowledge", "planner_site")
 
 
 def app_modules() -> dict[str, Path]:

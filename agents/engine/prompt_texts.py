@@ -98,6 +98,18 @@ DEFAULTS: dict[str, PromptDef] = {
             "Receives the output of task(s): {tasks}",
         ),
         PromptDef(
+            "crew_plan_task_output_schema",
+            "Crew planner: the JSON a task's answer must match",
+            ("schema",),
+            "Its answer must be JSON matching this schema: {schema}",
+        ),
+        PromptDef(
+            "crew_plan_task_checks",
+            "Crew planner: the checks a task's answer must pass",
+            ("checks",),
+            "Its answer is checked against: {checks}",
+        ),
+        PromptDef(
             "crew_plan_keep",
             "Crew planner: steps a person pinned",
             ("number", "steps"),
@@ -318,6 +330,57 @@ DEFAULTS: dict[str, PromptDef] = {
             "Task: the JSON the answer must match",
             ("schema",),
             "Your final answer must be JSON that matches this JSON schema:\n{schema}",
+        ),
+        PromptDef(
+            "output_json_repair",
+            "Task: repair of an answer that does not match its JSON schema",
+            ("errors", "schema"),
+            "Your last answer was not valid JSON for the task's schema:\n{errors}\n"
+            "Answer again with the complete answer as JSON only, one value that matches this JSON "
+            "schema:\n{schema}",
+        ),
+        PromptDef(
+            "guardrail",
+            "Guardrail: check an answer against its criteria",
+            ("description", "expected_output", "criteria", "answer"),
+            "You check the answer an AI agent gave to a task, strictly and fairly. Judge only the "
+            "criteria listed; do not redo the task.\n\n## Task\n{description}\n\n"
+            "## Expected output\n{expected_output}\n\n## Criteria the answer must meet\n{criteria}\n\n"
+            "## The answer\n{answer}\n\n"
+            "Answer with JSON only: {{\"passed\": true or false, \"reasons\": [\"...\"]}}, where "
+            "reasons names every criterion the answer fails and why, in one sentence each "
+            "(an empty list when it passes).",
+        ),
+        PromptDef(
+            "guardrail_retry",
+            "Guardrail: the reasons an answer failed its checks, sent back to the agent",
+            ("reasons",),
+            "Your answer did not pass these checks:\n{reasons}\n"
+            "Fix these problems and give your complete final answer again.",
+        ),
+        PromptDef(
+            "knowledge",
+            "Knowledge: passages from the sources, given before a task",
+            ("sources", "passages"),
+            "## Knowledge from your sources ({sources})\n"
+            "Use these passages where they help; say so when they do not answer the task.\n\n{passages}",
+        ),
+        PromptDef(
+            "memory_recalled",
+            "Memory: what the crew remembers from earlier runs, given before a task",
+            ("memories",),
+            "## What this crew remembers from earlier runs\n{memories}",
+        ),
+        PromptDef(
+            "memory",
+            "Memory: what to remember from a finished task",
+            ("description", "answer", "feedback", "failures"),
+            "A task of an AI crew has just finished. Write down what the crew should remember for "
+            "later runs: facts learned, decisions made, what worked and what did not. At most "
+            "three short lines, each one a complete sentence that makes sense on its own.\n\n"
+            "## Task\n{description}\n\n## Answer\n{answer}\n\n"
+            "## A person's feedback\n{feedback}\n\n## Checks the answer failed\n{failures}\n\n"
+            "Answer with the lines only, one per line, no numbering.",
         ),
         PromptDef(
             "format_error",
