@@ -20,6 +20,7 @@ from crews.diagram import crew_diagram, manager_label
 from crews.forms import CrewForm, TaskForm
 from crews.models import Crew
 from crews.views.plans import kickoff_context
+from planner_site.errors import Conflict
 from planner_site.roles import can_build
 
 
@@ -133,14 +134,19 @@ def crew_update(request: HtmxHttpRequest, crew_id: int) -> HttpResponse:
 @domain_errors
 def crew_delete(request: HtmxHttpRequest, crew_id: int) -> HttpResponse:
     crew = selectors.crew_get(user=request.user, crew_id=crew_id, for_write=True)
+    error = ""
     if request.method == "POST":
-        services.crew_delete(actor=request.user, crew=crew)
-        messages.success(request, _("Crew “%(name)s” deleted.") % {"name": crew.name})
-        return redirect_after_post(request, reverse("crews:crew-list"))
+        try:
+            services.crew_delete(actor=request.user, crew=crew)
+        except Conflict as exc:  # one of its runs works: the page says which
+            error = exc.detail
+        else:
+            messages.success(request, _("Crew “%(name)s” deleted.") % {"name": crew.name})
+            return redirect_after_post(request, reverse("crews:crew-list"))
     template = "crews/crew_confirm_delete.html"
     if request.htmx:
         template += "#delete-confirm"
-    return render(request, template, {"crew": crew})
+    return render(request, template, {"crew": crew, "error": error}, status=409 if error else 200)
 
 
 # Tasks ---------------------------------------------------------------------------------------
