@@ -121,10 +121,14 @@ async def main(runs: int, http_runs: int, stream_runs: int, warmup: int) -> None
     _litellm()
     litellm_import = time.perf_counter() - started
     live = LiteLLMGateway()
+    from agents.engine.wire import WireGateway
+
+    direct = WireGateway()
     # Installed only now: a task factory written in Python costs the scripted runs a little.
     meter = BackgroundMeter()
     asyncio.get_running_loop().set_task_factory(meter.factory)
     over_http = []
+    pairs: list[tuple[str, bool, Any, Any]] = []  # the two paths for the same calls, in turns
     for kind in SCRIPTS:
         with fake_llm_server_process(kind) as base_url:
             for stream in (True, False):
@@ -137,10 +141,14 @@ async def main(runs: int, http_runs: int, stream_runs: int, warmup: int) -> None
                     max_retries=0,
                     timeout=10.0,
                 )
-                name = "litellm+HTTP, streamed" if stream else "litellm+HTTP, not streamed"
-                s = scenario(kind, http_llm, name, lambda: live)
+                how = "streamed" if stream else "not streamed"
                 count = stream_runs if stream else http_runs
-                over_http.append(await run_scenario(shared, s, count, warmup, meter))
+                by_path = {}
+                for path, gateway in (("litellm", live), ("direct", direct)):
+                    s = scenario(kind, http_llm, f"{path}+HTTP, {how}", lambda gateway=gateway: gateway)
+                    by_path[path] = await run_scenario(shared, s, count, warmup, meter)
+                    over_http.append(by_path[path])
+                pairs.append((kind, stream, by_path["litellm"], by_path["direct"]))
     rss_all = maxrss_mib()
 
     print(
@@ -157,8 +165,16 @@ async def main(runs: int, http_runs: int, stream_runs: int, warmup: int) -> None
     print("Scripted gateway (ScriptedGateway):")
     print(scripted_table(scripted, base["scripted complete()"]))
     print()
-    print("Real litellm over HTTP to the fake OpenAI server (its own process, zero latency):")
+    print("Over HTTP to the fake OpenAI server (its own process, zero latency), litellm's path and")
+    print("the direct one (agents.engine.wire), each scenario on both:")
     print(http_table(over_http))
+    print()
+    print("Direct path against litellm's, same calls, same run (CPU of this process per call, median):")
+    for _kind, stream, via_litellm, via_direct in pairs:
+        a = statistics.median(r.cpu / r.calls for r in via_litellm.runs) * 1000
+        b = statistics.median(r.cpu / r.calls for r in via_direct.runs) * 1000
+        how = "streamed" if stream else "not streamed"
+        print(f"  {via_litellm.scenario.name:<28} {how:<13} litellm {a:6.2f} ms  direct {b:6.2f} ms  = {b / a:.2f}x")
     print()
     print(NOTES)
     print(

@@ -32,6 +32,7 @@ class LiveServer:
     var: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     without: str = ""  # a hand-made piece switched off in the server (bench/without.py), or none
+    launcher: list[str] = field(default_factory=list)  # a script that runs manage.py (bench/_lag_probe.py)
     port: int = 0
     process: subprocess.Popen[str] | None = None
     lines: list[str] = field(default_factory=list)
@@ -77,7 +78,7 @@ class LiveServer:
 
     def start(self, *serve_args: str) -> None:
         self.port = free_port()
-        launcher = [str(ROOT / "bench" / "without.py"), self.without] if self.without else []
+        launcher = [str(ROOT / "bench" / "without.py"), self.without] if self.without else self.launcher
         self.process = subprocess.Popen(
             [PYTHON, *launcher, "manage.py", "serve", "--port", str(self.port), *serve_args],
             cwd=ROOT,

@@ -44,8 +44,9 @@ from crews.engine.interpolate import MissingInput
 from crews.engine.kickoff import run_crew
 from crews.engine.planner import CrewPlanError, draft_crew_plan
 from crews.engine.specs import CrewSpec
-from crews.models import RUN_WORKING, Plan, Run, RunEvent, RunTask
+from crews.models import RUN_WORKING, Crew, Plan, Run, RunEvent, RunTask
 from crews.people import DatabaseHuman
+from knowledge.retrieval import run_knowledge
 from planner_site.prepared import STAND_IN_ID, Prepared
 from planner_site.worker import default_worker_id, on_worker_stop, worker_stopping
 
@@ -225,6 +226,7 @@ class _Start:
     done: dict[str, str] = field(default_factory=dict)  # task key → output kept from before
     steps: dict[str, list[ApprovedStep]] | None = None  # the approved plan the run follows
     announce_plan: bool = False  # whether the run still has to say which plan it follows
+    knowledge: Any = None  # knowledge.retrieval.RunKnowledge: sources and memory, if the crew has any
 
 
 # The runner's per-run reads, compiled once (``Prepared``): compiling was most of their cost.
@@ -266,6 +268,11 @@ def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start
     spec = crew_spec(run.snapshot, default_llm=default, llm_rows=rows)
     ctx = _context(run, token, spec.budget, followers, spec.max_rpm)
     start = _Start(run, ctx, crew=spec.interpolated(run.inputs), done=_done_outputs(run.pk))
+    start.knowledge = run_knowledge(
+        crew_id=run.crew_id, user_id=run.created_by_id, run_id=run.pk,
+        remembers=bool(Crew.objects.filter(pk=run.crew_id).values_list("memory", flat=True).first()),
+        agent_ids=[a["id"] for a in run.snapshot["agents"]],
+    )
     if run.plan_id and run.plan_version:
         start.steps = plans.steps_by_task_key(run.plan, run.plan_version)  # reads the plan row
         # A resumed run said so before it was interrupted (or approved its own plan then).
@@ -277,6 +284,7 @@ async def _execute(run_id: int, token: CancelToken, owner: str) -> None:
     followers = DeltaFollowers(run_id)
     watcher = asyncio.ensure_future(_watch(run_id, owner, token, followers))
     finish = db(functools.partial(runs.run_finish, owner=owner))
+    start: _Start | None = None
     try:
         start = await db(_start)(run_id, token, followers)
         if start.agent is not None:
@@ -300,6 +308,8 @@ async def _execute(run_id: int, token: CancelToken, owner: str) -> None:
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
+        if start is not None:
+            await start.ctx.llm.aclose()  # the run's kept-alive connections (agents.engine.wire)
 
 
 async def _run_crew(start: _Start) -> str:
@@ -311,7 +321,7 @@ async def _run_crew(start: _Start) -> str:
             await ctx.emit("crew_plan.approved", {"plan_id": run.plan_id, "version": run.plan_version})
     elif spec.planning:
         steps = await _plan_in_run(ctx, run, spec)
-    result = await run_crew(ctx, spec, plan=steps, done=start.done)
+    result = await run_crew(ctx, spec, plan=steps, done=start.done, knowledge=start.knowledge)
     if result.failed:
         raise RunFailed(result.error)
     return result.output
@@ -405,6 +415,14 @@ def _plan_context(usage: Usage) -> RunContext:
     return RunContext(llm=caller, emit=emit, cancel=token, clock=_clock, prompts=prompt_book(), tools=registry(), usage=usage)
 
 
+async def _drafting(ctx: RunContext, spec: CrewSpec, **kwargs: Any) -> Any:
+    """``draft_crew_plan``, then the drafting's connections closed (its loop ends with it)."""
+    try:
+        return await draft_crew_plan(ctx, spec, **kwargs)
+    finally:
+        await ctx.llm.aclose()
+
+
 def _usage_dict(usage: Usage) -> dict[str, Any]:
     return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "cost_usd": usage.cost_usd}
 
@@ -426,9 +444,10 @@ def generate_plan(plan_id: int) -> None:
     usage = Usage()
     try:
         spec, llm = _plan_spec(plan)
-        draft = async_to_sync(draft_crew_plan)(_plan_context(usage), spec, llm=llm)
+        draft = async_to_sync(_drafting)(_plan_context(usage), spec, llm=llm)
     except (CrewPlanError, LLMError, MissingInput, LookupError, BudgetExceeded) as exc:
-        plans.plan_fail(plan_id=plan_id, error=str(exc), usage=_usage_dict(usage))
+        kind = exc.kind if isinstance(exc, LLMError) else ""  # only an LLM call's error has a kind
+        plans.plan_fail(plan_id=plan_id, error=str(exc), usage=_usage_dict(usage), failure_kind=kind)
         return
     except Exception:
         logger.exception("drafting plan %s failed unexpectedly", plan_id)
@@ -449,7 +468,7 @@ def regenerate_plan(plan_id: int, task_id: int, feedback: str, actor_id: int | N
     pinned = [s.text for s in plans.current_steps(plan).get(task_id, []) if s.pinned]
     try:
         spec, llm = _plan_spec(plan)
-        draft = async_to_sync(draft_crew_plan)(
+        draft = async_to_sync(_drafting)(
             _plan_context(usage), spec, llm=llm, only_tasks=[str(task_id)], feedback=feedback or None,
             keep={str(task_id): pinned},
         )

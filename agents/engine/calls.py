@@ -6,14 +6,17 @@ through ``LLMCaller.call`` so that limits and accounting hold everywhere alike.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents.engine.capabilities import STREAM, Capabilities
+from agents.engine.failures import UNREACHABLE
 from agents.engine.llm import (
     DeltaCallback,
     FormUnsupportedError,
@@ -212,6 +215,77 @@ def estimate_prompt_tokens(request: LLMRequest) -> int:
     return -(-chars // 4)
 
 
+# A UTF-16 surrogate alone: JSON may carry one ("\ud800"), UTF-8 cannot, so neither can the
+# database (PostgreSQL), a page or a socket. A pair arrives from JSON as one code point.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with any lone surrogate as U+FFFD: what a model writes is stored and shown."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _unencodable_out(response: LLMResponse) -> None:
+    response.content = encodable(response.content)
+    for call in response.tool_calls:
+        call.name, call.arguments = encodable(call.name), encodable(call.arguments)
+
+
+class DeltaBatcher:
+    """A streamed answer's ``llm.delta`` events, a few chunks at a time (issue #20).
+
+    A chunk is a token or two; an event per chunk is a database row, a socket frame and a page
+    update each. Text is held until it reaches ``MAX_CHARS`` or ``MAX_WAIT`` seconds have passed
+    since the last event; held text goes out ``MAX_WAIT`` after it came even if nothing follows
+    (a model pausing, or writing a tool call), and the rest when the answer ends (``flush``): the
+    first token still shows at once, and the events add up to the answer.
+    """
+
+    MAX_CHARS = 64
+    MAX_WAIT = 0.05
+
+    __slots__ = ("_emit", "_step_id", "_clock", "_parts", "_size", "_last", "_timer", "_lock")
+
+    def __init__(self, emit: Any, step_id: str | None, clock: Clock) -> None:
+        self._emit, self._step_id, self._clock = emit, step_id, clock
+        self._parts: list[str] = []
+        self._size = 0
+        self._last = clock.monotonic()
+        self._timer: asyncio.TimerHandle | None = None
+        self._lock = asyncio.Lock()  # a timer's flush and the next chunk's keep their order
+
+    async def __call__(self, text: str) -> None:
+        self._parts.append(text)
+        self._size += len(text)
+        now = self._clock.monotonic()
+        if self._size >= self.MAX_CHARS or now - self._last >= self.MAX_WAIT:
+            await self.flush(now)
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.MAX_WAIT, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._parts:
+            asyncio.ensure_future(self.flush())
+
+    async def flush(self, now: float | None = None) -> None:
+        self.close()
+        async with self._lock:
+            if not self._parts:
+                return
+            text = encodable("".join(self._parts))
+            self._parts.clear()
+            self._size = 0
+            self._last = self._clock.monotonic() if now is None else now
+            await self._emit("llm.delta", {"text": text}, step_id=self._step_id)
+
+    def close(self) -> None:
+        """No timer left behind: a call that ended (or was stopped) emits nothing later."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 @dataclass
 class LLMCaller:
     gateway: Gateway
@@ -324,12 +398,25 @@ class LLMCaller:
             cap = completion_cap(self.scopes(scope), input_tokens)
             sent = dataclasses.replace(sent, max_tokens=max_completion_tokens(request, cap))
             try:
-                response = await self.cancel.race(self.gateway.complete(sent, on_delta=delta_cb))
+                try:
+                    response = await self.cancel.race(self.gateway.complete(sent, on_delta=delta_cb))
+                except LLMError:
+                    if isinstance(delta_cb, DeltaBatcher):
+                        await delta_cb.flush()  # what was heard before the failure
+                    raise
+                finally:
+                    if isinstance(delta_cb, DeltaBatcher):
+                        delta_cb.close()  # stopped or failed: no timer fires after the call
+                if isinstance(delta_cb, DeltaBatcher):
+                    await delta_cb.flush()
             except RetryableLLMError as exc:
-                retrying = attempt < attempts
+                # A host that did not take the connection is given up at once: it is down or the
+                # address is wrong, and retrying would hold a run for max_retries connect timeouts.
+                retrying = attempt < attempts and exc.kind != UNREACHABLE
                 await self.emit(
                     "llm.failed",
-                    {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": retrying, "attempt": attempt},
+                    {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": retrying, "attempt": attempt,
+                     "kind": exc.kind},
                     step_id=step_id, call=call_record(sent, error=str(exc)) if keep else None,
                 )
                 if not retrying:
@@ -343,6 +430,7 @@ class LLMCaller:
                 again = isinstance(exc, FormUnsupportedError) and exc.form == STREAM and sent.stream
                 failed: dict[str, Any] = {
                     "model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": again, "attempt": attempt,
+                    "kind": exc.kind,
                 }
                 if isinstance(exc, FormUnsupportedError):
                     # A refused form: the caller asks again in a simpler one (a downgrade, not a failure).
@@ -363,6 +451,7 @@ class LLMCaller:
             if unstreamed:
                 # Learned: ``_streaming`` sends this LLM's requests unstreamed from now on.
                 await self.capabilities.learn(llm, STREAM)
+            _unencodable_out(response)
             latency_ms = response.latency_ms or int((self.clock.monotonic() - started) * 1000)
             response.latency_ms = latency_ms
             cost = response.cost_usd or 0.0
@@ -408,11 +497,14 @@ class LLMCaller:
             on_delta = self._delta_emitter(step_id)
         return (request if request.stream else dataclasses.replace(request, stream=True)), on_delta
 
-    def _delta_emitter(self, step_id: str | None) -> DeltaCallback:
-        async def on_delta(text: str) -> None:
-            await self.emit("llm.delta", {"text": text}, step_id=step_id)
+    async def aclose(self) -> None:
+        """Close what the gateway keeps open for this event loop (its connections)."""
+        close = getattr(self.gateway, "aclose", None)
+        if close is not None:
+            await close()
 
-        return on_delta
+    def _delta_emitter(self, step_id: str | None) -> DeltaBatcher:
+        return DeltaBatcher(self.emit, step_id, self.clock)
 
     async def count_tool_call(self, scope: BudgetScope | None = None) -> None:
         """Check the tool-call budgets, then count one tool call against every scope."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import json
 import os
 import re
@@ -21,9 +20,10 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from agents.engine import transcript
+from agents.engine import model_facts, transcript
 from agents.engine.capabilities import JSON_OBJECT, JSON_SCHEMA, STREAM, TOOLS
 from agents.engine.demo import DEMO_MODEL, DemoGateway
+from agents.engine.failures import kind_of_exception
 from agents.engine.llm import (
     ContextLengthError,
     DeltaCallback,
@@ -36,6 +36,7 @@ from agents.engine.llm import (
     ToolCall,
     ToolsUnsupportedError,
 )
+from agents.engine.refusals import VALIDATION_SHAPED, refused_form, retry_after_seconds
 from agents.engine.specs import LLMSpec
 
 __all__ = ["LiteLLMGateway", "RoutingGateway", "supports_tools"]
@@ -84,6 +85,8 @@ def supports_tools(model: str) -> bool:
     """
     if model == DEMO_MODEL:
         return True
+    if model.startswith(model_facts.PREFIX):
+        return model_facts.supports_function_calling(model)  # without importing litellm
     try:
         return bool(_litellm().supports_function_calling(model=model))
     except Exception:  # noqa: BLE001 - an unknown provider is simply "not known to support"
@@ -289,17 +292,34 @@ class LiteLLMGateway:
 class RoutingGateway:
     """The gateway the site uses: ``demo/offline`` answers offline, every other model live."""
 
-    def __init__(self, *, live: Gateway | None = None, demo: Gateway | None = None) -> None:
+    def __init__(
+        self, *, live: Gateway | None = None, demo: Gateway | None = None, wire: Gateway | None = None
+    ) -> None:
+        from agents.engine import wire as direct  # it builds on this module
+
         self.live: Gateway = live if live is not None else LiteLLMGateway()
         self.demo: Gateway = demo if demo is not None else DemoGateway()
+        # ``openai/…`` models go straight to their OpenAI-compatible endpoint (agents.engine.wire),
+        # unless a test hands in its own live gateway.
+        self.wire: Gateway | None = wire if wire is not None else (direct.WireGateway() if live is None else None)
+        self._direct = direct.handles
 
     def route(self, llm: LLMSpec) -> Gateway:
-        return self.demo if llm.model == DEMO_MODEL else self.live
+        if llm.model == DEMO_MODEL:
+            return self.demo
+        if self.wire is not None and self._direct(llm):
+            return self.wire
+        return self.live
 
     async def complete(
         self, request: LLMRequest, *, on_delta: DeltaCallback | None = None
     ) -> LLMResponse:
         return await self.route(request.llm).complete(request, on_delta=on_delta)
+
+    async def aclose(self) -> None:
+        """Close the direct path's connections on this event loop."""
+        if self.wire is not None and (close := getattr(self.wire, "aclose", None)) is not None:
+            await close()
 
     async def prices(self, llm: LLMSpec) -> tuple[float, float] | None:
         """``PriceList``: the routed gateway's prices, if it tells any."""
@@ -428,10 +448,20 @@ def scrub(text: str, secret: str | None) -> str:
 def _map_error(
     litellm: ModuleType, exc: Exception, secret: str | None, request: LLMRequest | None = None
 ) -> LLMError:
+    """``_map_error_type``'s error with its kind of failure (``agents.engine.failures``) set."""
+    error = _map_error_type(litellm, exc, secret, request)
+    status = getattr(exc, "status_code", None)
+    error.kind_hint = kind_of_exception(exc, status if isinstance(status, int) and not isinstance(status, bool) else None)
+    return error
+
+
+def _map_error_type(
+    litellm: ModuleType, exc: Exception, secret: str | None, request: LLMRequest | None = None
+) -> LLMError:
     """Turn whatever litellm raised into the engine's error taxonomy, key-free.
 
     Only what may go through on another try is retryable: 408, 409, 429, timeouts, dropped
-    connections and plain 5xx. A refused form of request (``_refused_form``) is a
+    connections and plain 5xx. A refused form of request (``refusals.refused_form``) is a
     ``FormUnsupportedError``, whatever its status: llama-cpp-python and llama-server answer 500
     to a ``json_schema`` response format or to ``tools`` they cannot take. Any other 4xx, a
     validation error a server sends as a 5xx, and a body that is not JSON fail at once: the same
@@ -448,7 +478,7 @@ def _map_error(
     status = status if isinstance(status, int) and not isinstance(status, bool) else None
     client_error = status is not None and 400 <= status < 500 and status not in (408, 409, 429)
     if status not in (408, 409, 429):
-        form = _refused_form(lowered, request)
+        form = refused_form(lowered, request)
         if form == TOOLS:
             return ToolsUnsupportedError(message)
         if form is not None:
@@ -458,7 +488,7 @@ def _map_error(
         return LLMError(message)
     if client_error or isinstance(exc, litellm.BadRequestError):
         return LLMError(message)  # retrying sends the same bad request
-    if _VALIDATION_SHAPED.search(lowered):
+    if VALIDATION_SHAPED.search(lowered):
         return LLMError(message)  # a server's request validation, reported as a 5xx
     retryable_types = (
         litellm.RateLimitError,
@@ -473,55 +503,6 @@ def _map_error(
     if isinstance(exc, retryable_types) or (status is not None and (status in (408, 409, 429) or status >= 500)):
         return RetryableLLMError(message, retry_after=_retry_after(exc))
     return LLMError(message)
-
-
-# A server's words for a request it will not take, read from the error (servers differ in status):
-# Ollama "<model> does not support tools" (400), llama-server "tools param requires --jinja flag"
-# and "Unsupported param: tool_choice" (500), vLLM '"auto" tool choice requires
-# --enable-auto-tool-choice' (400), llama-cpp-python's pydantic "Input should be 'text' or
-# 'json_object'" for a json_schema response format (500), LM Studio "'response_format.type' must
-# be 'json_schema' or 'text'" for json_object (400).
-_REFUSAL = re.compile(
-    r"not support|unsupported|doesn't support|does not accept|not enabled|not allowed|not available"
-    r"|requires --|--jinja|--enable-auto-tool-choice|input should be|must be|literal_error"
-    r"|unrecognized|not permitted|extra inputs"
-)
-_TOOLS_MENTION = re.compile(r"\btools?\b|tool_choice|tool choice|function[ _]call|\bfunctions\b")
-# OpenAI's 400 "Your organization must be verified to stream this model", an older server's
-# "Unrecognized request argument supplied: stream_options". Not a key echoed with its value
-# ("'stream': True" in a validation error about something else).
-_STREAM_MENTION = re.compile(r"\bstream(?:_options|ing)?\b(?!['\"]?\s*:)")
-_FORMAT_MENTION = re.compile(r"response_format|response format|json_schema|json_object|json mode|structured output")
-_VALIDATION_SHAPED = re.compile(
-    r"validation error|literal_error|input should be|field required|extra_forbidden"
-    r"|extra inputs are not permitted|unsupported param|invalid request|invalid_request_error"
-    r"|\('body', "
-)
-# What an error allows, to tell which response format it refused: "should be 'text' or
-# 'json_object'" refuses json_schema; "must be 'json_schema' or 'text'" refuses json_object.
-_ALLOWED = re.compile(r"(?:should|must) be ([^.;\n]*)")
-
-
-def _refused_form(lowered: str, request: LLMRequest | None) -> str | None:
-    """The form of request (``capabilities.FORMS``) an error says the server refused, or None."""
-    if not _REFUSAL.search(lowered):
-        return None
-    sent_tools = request is None or bool(request.tools)
-    sent_format = None if request is None or request.response_schema is None else request.response_form
-    if _FORMAT_MENTION.search(lowered) and (request is None or sent_format is not None):
-        if sent_format is not None:
-            return sent_format
-        allowed = " ".join(_ALLOWED.findall(lowered))
-        if "json_schema" in lowered and "json_schema" not in allowed:
-            return JSON_SCHEMA
-        if "json_object" in lowered and "json_object" not in allowed:
-            return JSON_OBJECT
-        return JSON_SCHEMA if "json_schema" in lowered else None
-    if sent_tools and _TOOLS_MENTION.search(lowered):
-        return TOOLS
-    if (request is None or request.stream) and _STREAM_MENTION.search(lowered):
-        return STREAM
-    return None
 
 
 def _is_malformed_body(exc: BaseException) -> bool:
@@ -540,33 +521,8 @@ def _is_malformed_body(exc: BaseException) -> bool:
 
 def _retry_after(exc: Exception) -> float | None:
     """Seconds from ``Retry-After`` / ``retry-after-ms`` on the error's response, if any."""
-    sources: list[Any] = []
     response = getattr(exc, "response", None)
-    if response is not None:
-        sources.append(getattr(response, "headers", None))
-    sources.append(getattr(exc, "headers", None))
-    for headers in sources:
-        if not headers:
-            continue
-        try:
-            millis = headers.get("retry-after-ms")
-            value = headers.get("retry-after") or headers.get("Retry-After")
-        except Exception:  # noqa: BLE001 - odd header containers: no hint
-            continue
-        if millis is not None:
-            try:
-                return max(0.0, float(millis) / 1000)
-            except ValueError:
-                pass
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            pass
-        try:  # an HTTP date
-            when = email.utils.parsedate_to_datetime(str(value))
-        except (TypeError, ValueError):
-            continue
-        return max(0.0, when.timestamp() - time.time())
+    for headers in (getattr(response, "headers", None), getattr(exc, "headers", None)):
+        if headers and (seconds := retry_after_seconds(headers)) is not None:
+            return seconds
     return None

@@ -88,7 +88,8 @@ class Tool:
         # ships no type stubs, hence the module lookup).
         if not self._validator:
             jsonschema = importlib.import_module("jsonschema")
-            self._validator.append(jsonschema.Draft202012Validator(self.args_schema))
+            registry = importlib.import_module("referencing").Registry()  # never fetch a remote $ref
+            self._validator.append(jsonschema.Draft202012Validator(self.args_schema, registry=registry))
         return self._validator[0]
 
     async def invoke(self, args: ToolArgs) -> str:

@@ -33,6 +33,10 @@ non-streaming callers alike (``chunks`` / ``fragments`` split text and tool-call
 streamed; ``chunk_delay`` spaces the events). Usage is always on JSON bodies, and on streams when
 the client asks with ``stream_options.include_usage``.
 
+``server.embed`` (a function of one text returning its vector) answers ``/v1/embeddings`` when set
+(floats, or base64 float32 as the OpenAI client asks by default); those requests go to
+``server.embedding_requests``, not ``server.requests``.
+
 Other paths answer 404 unless ``server.pages`` has a JSON body for them (a local server's
 settings: llama.cpp ``/props``, vLLM ``/v1/models``, ...).
 
@@ -52,7 +56,9 @@ listing ``"tests.fakes.openai_server"`` in ``pytest_plugins`` of the root ``conf
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -71,6 +77,7 @@ __all__ = [
 ]
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+EMBEDDING_PATHS = ("/v1/embeddings", "/embeddings")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +90,7 @@ class RecordedRequest:
     raw: bytes
     body: Any  # the parsed JSON body, or None when it was not JSON
     at: float  # time.monotonic() when the request was read
+    client_port: int = 0  # the connection's port on the client's side: one per kept-alive connection
 
     @property
     def authorization(self) -> str | None:
@@ -144,6 +152,7 @@ class Reply:
     completion_tokens: int | None = None  # default: answer characters / 4
     include_usage: bool | None = None  # None: JSON always, streams when the client asks
     forever: bool = False  # ``Reply.endless``: keep generating ``content`` until the client leaves
+    stream_error: dict[str, Any] | None = None  # ``Reply.fails_mid_stream``: sent as a data event
 
     @classmethod
     def text(cls, content: str, *, chunks: list[str] | None = None, **kw: Any) -> Reply:
@@ -226,6 +235,11 @@ class Reply:
         until the server closes, answering nothing."""
         return cls(content=piece, chunk_delay=chunk_delay, forever=True, **kw)
 
+    @classmethod
+    def fails_mid_stream(cls, content: str, message: str, *, code: int | str = 500, **kw: Any) -> Reply:
+        """Streamed: ``content``, then ``data: {"error": {...}}`` on a 200 (vLLM, llama.cpp)."""
+        return cls(content=content, stream_error={"message": message, "type": "server_error", "code": code}, **kw)
+
     def after(self, seconds: float) -> Reply:
         """The same reply, sent only after ``seconds`` (use it to trigger a client timeout)."""
         return replace(self, delay=seconds)
@@ -262,6 +276,8 @@ class FakeLLMServer:
         # JSON answers to other paths (GET or POST), as local servers publish their settings:
         # ``server.pages["/props"] = {"default_generation_settings": {"n_ctx": 8192}}``.
         self.pages: dict[str, Any] = {}
+        self.embed: Callable[[str], list[float]] | None = None
+        self.embedding_requests: list[Any] = []  # the parsed bodies
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -457,6 +473,8 @@ def _stream_events(reply: Reply, request: RecordedRequest, n: int) -> list[dict[
     if reply.content:
         pieces = list(reply.chunks) if reply.chunks is not None else _split_words(reply.content)
         events.extend(chunk({"content": piece}) for piece in pieces)
+    if reply.stream_error is not None:
+        return [*events, {"error": reply.stream_error}]
     for index, call in enumerate(reply.calls):
         fragments = list(call.fragments) if call.fragments is not None else [call.arguments]
         # OpenAI sends id, type and name once, then the arguments in pieces under the same index.
@@ -506,6 +524,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self._send_json(200, server.pages[self.path.split("?")[0]])
                 return
+            if self.path.split("?")[0] in EMBEDDING_PATHS and server.embed is not None:
+                self._send_embeddings(server.embed)
+                return
             if self.path.split("?")[0] not in CHAT_PATHS:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
@@ -522,6 +543,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 raw=raw,
                 body=body,
                 at=time.monotonic(),
+                client_port=int(self.client_address[1]),
             )
             reply, number = server._record(request)
             if not server._wait(reply.delay):
@@ -545,6 +567,19 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._send_stream(reply, request, n, extra)
             else:
                 self._send_json(reply.status, _completion_body(reply, request, n), extra)
+
+        def _send_embeddings(self, embed: Callable[[str], list[float]]) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            with server._lock:
+                server.embedding_requests.append(body)
+            texts = body.get("input") or []
+            texts = [texts] if isinstance(texts, str) else texts
+            vectors: list[Any] = [embed(str(t)) for t in texts]
+            if body.get("encoding_format") == "base64":
+                vectors = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors]
+            data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+            self._send_json(200, {"object": "list", "data": data, "model": body.get("model") or "fake",
+                                  "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
 
         def _send_json(self, status: int, body: Any, extra: Sequence[tuple[str, str]] = ()) -> None:
             self._send(status, json.dumps(body).encode(), "application/json", extra)

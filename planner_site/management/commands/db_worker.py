@@ -21,6 +21,7 @@ from django.core.management.base import CommandError, CommandParser
 from django_tasks_db.management.commands import db_worker
 
 from planner_site.notify import Listener
+from planner_site.warmup import warm
 from planner_site.worker import HeartbeatWorker, doorbell, run_stop_hooks
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,12 @@ class Command(db_worker.Command):
                 excluded_queue_names=excluded,
             )
 
+        # What a run imports, loaded before the first run is taken, so that run is not seconds
+        # slower than the next (planner_site.warmup).
+        try:
+            warm()
+        except Exception:  # a run imports what it needs itself, and reports a failure
+            logger.exception("warming up failed; runs will load what they need")
         # On PostgreSQL, a task enqueued by a web process wakes an idle worker here at once.
         listener = Listener(doorbell.ring)
         listener.start()

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from planner_site.notify import Listener
+from planner_site.warmup import warm_in_background
 from planner_site.worker import (
     configured_workers,
     default_worker_id,
@@ -51,18 +52,46 @@ class Command(BaseCommand):
         # and other code (DNS lookups, asyncio.to_thread) needs those.
         pool = ThreadPoolExecutor(max_workers=max(1, count), thread_name_prefix="run-worker")
 
+        stopping = False
+
         def start_workers() -> None:
+            url = f"http://{opts['host']}:{opts['port']}/"
+            if not workers:
+                say_ready(url)
+                return
+            # Pages answer from now on; the workers take runs once what a run imports is loaded
+            # (a second or two, more with litellm), so the first run is as quick as the next.
+            self.stdout.write(f"Crew Planner is serving at {url}; warming up the run workers…", ending="\n")
+            self.stdout.flush()
+            warm_in_background(then=lambda: reactor.callFromThread(begin, url))
+
+        def begin(url: str) -> None:
+            if stopping:
+                return
             # sync_to_async(thread_sensitive=False) gives each worker its own thread while keeping
             # Daphne's loop as the loop its async_to_sync calls go back to: group_send on the
             # in-memory channel layer then reaches this process's consumers at once.
             for worker in workers:
                 run = sync_to_async(worker.run, thread_sensitive=False, executor=pool)
                 futures.append(asyncio.ensure_future(run()))
-            url = f"http://{opts['host']}:{opts['port']}/"
+            asyncio.ensure_future(ready_once_beating(url))
+
+        async def ready_once_beating(url: str) -> None:
+            """"Ready" once the workers' first heartbeat is stored, so health then says "ok"."""
+            beating = sync_to_async(_beating, thread_sensitive=False)
+            for _ in range(250):  # 5 s at most: a slow database only delays the line
+                if stopping or await beating():
+                    break
+                await asyncio.sleep(0.02)
+            say_ready(url)
+
+        def say_ready(url: str) -> None:
             self.stdout.write(self.style.SUCCESS(f"Crew Planner is ready at {url}"), ending="\n")
             self.stdout.flush()
 
         def stop_workers() -> Any:
+            nonlocal stopping
+            stopping = True
             listener.stop()
             for worker in workers:
                 worker.stop()
@@ -95,3 +124,15 @@ class Command(BaseCommand):
             application_close_timeout=10,
             verbosity=1,
         ).run()
+
+
+def _beating() -> bool:
+    from django.db import close_old_connections
+
+    from planner_site.models import WorkerBeat
+    from planner_site.worker import heartbeat
+
+    try:
+        return bool(heartbeat.key) and WorkerBeat.objects.filter(worker_id=heartbeat.key).exists()
+    finally:
+        close_old_connections()

@@ -31,6 +31,7 @@ from agents.engine.llm import (
 )
 from agents.engine.runtime import Cancelled, CancelToken, EventEmitter, FakeClock, Usage
 from agents.engine.specs import Budget, LLMSpec
+from tests.fakes.openai_server import fake_llm_server as fake_llm_server  # noqa: F401 - fixture
 
 
 def make_llm(**kw: Any) -> LLMSpec:
@@ -557,7 +558,7 @@ async def test_a_refused_form_is_reported_as_negotiated_not_as_a_plain_failure()
     refused, failed = (e.data for e in sink.of_type("llm.failed"))
     assert refused == {
         "model": "test/model", "purpose": "react", "error": "json_schema is not supported",
-        "retrying": False, "attempt": 1, "negotiated": True,
+        "retrying": False, "attempt": 1, "negotiated": True, "kind": "other",
     }
     assert "negotiated" not in failed
 
@@ -579,3 +580,91 @@ async def test_a_refusal_that_cannot_be_stored_is_logged_and_the_call_carries_on
     assert caller.capabilities.refuses(make_llm(), "stream")  # remembered in this process all the same
     [record] = caplog.records
     assert "refuses stream" in record.getMessage() and record.exc_info is not None
+
+
+# Coalesced deltas (issue #20) --------------------------------------------------------------------
+
+
+class ChunkingGateway:
+    """Sends ``pieces`` as deltas, the clock moved ``gap`` seconds before each; then answers, or
+    fails after them when ``fail``."""
+
+    def __init__(self, pieces: list[str], clock: FakeClock, *, gap: float = 0.0, fail: bool = False) -> None:
+        self.pieces, self.clock, self.gap, self.fail = pieces, clock, gap, fail
+
+    async def complete(self, request: LLMRequest, *, on_delta: Any = None) -> LLMResponse:
+        for piece in self.pieces:
+            self.clock.advance(self.gap)
+            if on_delta is not None:
+                await on_delta(piece)
+        if self.fail:
+            raise LLMError("the connection dropped")
+        return LLMResponse(content="".join(self.pieces))
+
+
+async def test_a_burst_of_chunks_becomes_a_few_delta_events_that_add_up_to_the_answer() -> None:
+    clock, sink = FakeClock(), RecordingSink()
+    pieces = [f"w{i:02d} " for i in range(40)]  # 160 characters at once
+    caller = caller_for(ChunkingGateway(pieces, clock), clock=clock, sink=sink)  # type: ignore[arg-type]
+    await caller.call(ask(stream=True))
+    texts = [e.data["text"] for e in sink.of_type("llm.delta")]
+    assert "".join(texts) == "".join(pieces)
+    assert [len(t) for t in texts] == [64, 64, 32]  # two full batches, the rest when it ended
+    assert sink.types[-1] == "llm.completed" and sink.types[-2] == "llm.delta"
+
+
+async def test_a_slow_model_has_each_chunk_shown_as_it_comes() -> None:
+    clock, sink = FakeClock(), RecordingSink()
+    pieces = ["The ", "tide ", "turns"]
+    caller = caller_for(ChunkingGateway(pieces, clock, gap=0.2), clock=clock, sink=sink)  # type: ignore[arg-type]
+    await caller.call(ask(stream=True))
+    assert [e.data["text"] for e in sink.of_type("llm.delta")] == pieces  # 200 ms apart: no waiting
+
+
+async def test_text_heard_before_a_failure_is_emitted_before_the_failure() -> None:
+    clock, sink = FakeClock(), RecordingSink()
+    caller = caller_for(ChunkingGateway(["Half ", "an ans"], clock, fail=True), clock=clock, sink=sink)  # type: ignore[arg-type]
+    with pytest.raises(LLMError):
+        await caller.call(ask(stream=True))
+    assert sink.types == ["llm.started", "llm.delta", "llm.failed"]
+    assert sink.of_type("llm.delta")[0].data == {"text": "Half an ans"}
+
+
+async def test_a_lone_surrogate_in_an_answer_becomes_a_replacement_character(fake_llm_server: Any) -> None:
+    # JSON can carry "\ud800"; UTF-8, PostgreSQL, pages and sockets cannot (issue #16).
+    from agents.engine.gateway import RoutingGateway
+    from tests.fakes.openai_server import Reply
+
+    fake_llm_server.add(Reply.text("Half \ud800 done"), Reply.tool_call("calc", '{"x": "\udc00"}'))
+    sink = RecordingSink()
+    caller = make_caller(RoutingGateway(), EventEmitter(sink=sink, clock=FakeClock()), cancel=CancelToken(),
+                         clock=FakeClock(), usage=Usage())
+    llm = LLMSpec(key="f", model="openai/fake", api_base=fake_llm_server.base_url, max_retries=0)
+    answer = await caller.call(ask(llm, stream=True))
+    called = await caller.call(ask(llm))
+    assert answer.content == "Half \ufffd done"
+    assert called.tool_calls[0].arguments == '{"x": "\ufffd"}'
+    assert all("\ud800" not in e.data.get("text", "") for e in sink.of_type("llm.delta"))
+
+
+async def test_text_held_while_the_model_pauses_goes_out_after_the_wait() -> None:
+    clock, sink = FakeClock(), RecordingSink()
+    first_held = asyncio.Event()
+
+    class Pausing:
+        async def complete(self, request: LLMRequest, *, on_delta: Any = None) -> LLMResponse:
+            clock.advance(0.3)  # the first token's latency
+            await on_delta("Hello")  # shown at once: nothing came before it for a while
+            clock.advance(0.001)
+            await on_delta(" there")  # held: it came 1 ms after the last event
+            first_held.set()
+            await asyncio.sleep(0.2)  # the model thinks, or writes a tool call
+            return LLMResponse(content="Hello there")
+
+    caller = caller_for(Pausing(), clock=clock, sink=sink)  # type: ignore[arg-type]
+    call = asyncio.ensure_future(caller.call(ask(stream=True)))
+    await first_held.wait()
+    await asyncio.sleep(0.12)  # past the 50 ms wait, before the answer ends
+    assert [e.data["text"] for e in sink.of_type("llm.delta")] == ["Hello", " there"]
+    await call
+    assert sink.types[-1] == "llm.completed"

@@ -1,4 +1,5 @@
-"""LiteLLMGateway through real litellm and real HTTP against the fake OpenAI-compatible server."""
+"""The live gateways through real HTTP against the fake OpenAI-compatible server: litellm's path
+and the direct one (agents.engine.wire) pass the same tests, each parametrised by ``gateway_path``."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from agents.engine.runtime import (
     Usage,
 )
 from agents.engine.specs import Budget, LLMSpec
+from agents.engine.wire import WireGateway
 from tests.fakes.openai_server import FakeLLMServer, FakeToolCall, Reply
 from tests.fakes.openai_server import fake_llm_server as fake_llm_server  # noqa: F401 - fixture
 
@@ -69,12 +71,21 @@ def ask(llm: LLMSpec, text: str = "Say hello.", **kw: Any) -> LLMRequest:
     return LLMRequest(llm=llm, messages=[{"role": "user", "content": text}], purpose="react", **kw)
 
 
+@pytest.fixture(params=["litellm", "wire"])
+def gateway_path(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def gateway(path: str) -> LiteLLMGateway | WireGateway:
+    return LiteLLMGateway() if path == "litellm" else WireGateway()
+
+
 def caller_with(
-    sink: RecordingSink, *, clock: Any = None, cancel: CancelToken | None = None
+    sink: RecordingSink, *, clock: Any = None, cancel: CancelToken | None = None, path: str = "litellm"
 ) -> LLMCaller:
     clock = clock or FakeClock()
     return make_caller(
-        LiteLLMGateway(),
+        gateway(path),
         EventEmitter(sink=sink, clock=clock),
         cancel=cancel or CancelToken(),
         clock=clock,
@@ -83,10 +94,11 @@ def caller_with(
 
 
 async def test_text_answer_reports_content_usage_and_latency(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.text("Hello there.", prompt_tokens=11, completion_tokens=3))
-    response = await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
+    response = await gateway(gateway_path).complete(ask(llm_for(fake_llm_server)))
     assert response.content == "Hello there."
     assert response.tool_calls == []
     assert (response.prompt_tokens, response.completion_tokens) == (11, 3)
@@ -100,6 +112,7 @@ async def test_text_answer_reports_content_usage_and_latency(
 
 
 async def test_llm_params_reach_the_server_but_cannot_override_what_the_gateway_sets(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.text("ok"))
@@ -112,7 +125,7 @@ async def test_llm_params_reach_the_server_but_cannot_override_what_the_gateway_
             "model": "x",
         },
     )
-    await LiteLLMGateway().complete(ask(llm, stop=["\nObservation:"]))
+    await gateway(gateway_path).complete(ask(llm, stop=["\nObservation:"]))
     request = fake_llm_server.requests[0]
     assert request.body["temperature"] == 0.2
     assert request.body["max_tokens"] == 50
@@ -122,19 +135,21 @@ async def test_llm_params_reach_the_server_but_cannot_override_what_the_gateway_
 
 
 async def test_a_budget_cap_reaches_the_server_unless_the_llms_own_max_tokens_is_lower(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.default = Reply.text("ok")
     plain, capped = llm_for(fake_llm_server), llm_for(fake_llm_server, params={"max_tokens": 50})
     newer = llm_for(fake_llm_server, params={"max_completion_tokens": 500})
     for llm, cap in ((plain, 300), (capped, 30), (capped, 300), (newer, 300)):
-        await LiteLLMGateway().complete(ask(llm, max_tokens=cap))
+        await gateway(gateway_path).complete(ask(llm, max_tokens=cap))
     bodies = [r.body for r in fake_llm_server.requests]
     assert [b.get("max_tokens") for b in bodies] == [300, 30, 50, None]
     assert bodies[3]["max_completion_tokens"] == 300
 
 
 async def test_stream_sends_deltas_in_order_and_they_join_to_the_content(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(
@@ -145,7 +160,7 @@ async def test_stream_sends_deltas_in_order_and_they_join_to_the_content(
     async def on_delta(text: str) -> None:
         deltas.append(text)
 
-    response = await LiteLLMGateway().complete(
+    response = await gateway(gateway_path).complete(
         ask(llm_for(fake_llm_server), stream=True), on_delta=on_delta
     )
     assert deltas == ["One ", "two ", "three ", "four."]
@@ -157,10 +172,11 @@ async def test_stream_sends_deltas_in_order_and_they_join_to_the_content(
 
 
 async def test_stream_without_provider_usage_is_counted_locally(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.text("A streamed answer with no usage.", include_usage=False))
-    response = await LiteLLMGateway().complete(
+    response = await gateway(gateway_path).complete(
         ask(llm_for(fake_llm_server), "Count these words, please.", stream=True)
     )
     assert response.content == "A streamed answer with no usage."
@@ -168,9 +184,9 @@ async def test_stream_without_provider_usage_is_counted_locally(
     assert response.completion_tokens > 0
 
 
-async def test_native_tool_call_comes_back_as_tool_calls(fake_llm_server: FakeLLMServer) -> None:
+async def test_native_tool_call_comes_back_as_tool_calls(gateway_path: str, fake_llm_server: FakeLLMServer) -> None:
     fake_llm_server.add(Reply.tool_call("calculator", {"expression": "12 * 7"}, call_id="call_a"))
-    response = await LiteLLMGateway().complete(
+    response = await gateway(gateway_path).complete(
         ask(llm_for(fake_llm_server), tools=[CALC_TOOL], tool_choice="auto")
     )
     assert response.finish_reason == "tool_calls"
@@ -182,7 +198,7 @@ async def test_native_tool_call_comes_back_as_tool_calls(fake_llm_server: FakeLL
     assert body["tool_choice"] == "auto"
 
 
-async def test_tool_calls_streamed_in_fragments_are_rebuilt(fake_llm_server: FakeLLMServer) -> None:
+async def test_tool_calls_streamed_in_fragments_are_rebuilt(gateway_path: str, fake_llm_server: FakeLLMServer) -> None:
     fake_llm_server.add(
         Reply.tool_calls(
             FakeToolCall("calculator", '{"expression": "2 + 3"}', "call_1",
@@ -196,7 +212,7 @@ async def test_tool_calls_streamed_in_fragments_are_rebuilt(fake_llm_server: Fak
     async def on_delta(text: str) -> None:
         deltas.append(text)
 
-    response = await LiteLLMGateway().complete(
+    response = await gateway(gateway_path).complete(
         ask(llm_for(fake_llm_server), tools=[CALC_TOOL], stream=True), on_delta=on_delta
     )
     assert [(c.id, c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
@@ -208,6 +224,7 @@ async def test_tool_calls_streamed_in_fragments_are_rebuilt(fake_llm_server: Fak
 
 
 async def test_response_schema_reaches_the_server_as_a_json_schema_response_format(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     schema = {
@@ -222,7 +239,7 @@ async def test_response_schema_reaches_the_server_as_a_json_schema_response_form
         purpose="crew_plan",
         response_schema=schema,
     )
-    response = await LiteLLMGateway().complete(request)
+    response = await gateway(gateway_path).complete(request)
     assert json.loads(response.content) == {"plans": []}
     assert fake_llm_server.requests[0].body["response_format"] == {
         "type": "json_schema",
@@ -238,11 +255,12 @@ def test_response_format_keeps_a_schema_that_is_already_named() -> None:
 
 
 async def test_429_is_retried_after_its_retry_after_then_succeeds(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.error(429, "Rate limit reached", retry_after=7), Reply.text("Done."))
     sink, clock = RecordingSink(), FakeClock()
-    caller = caller_with(sink, clock=clock)
+    caller = caller_with(sink, clock=clock, path=gateway_path)
     response = await caller.call(ask(llm_for(fake_llm_server, max_retries=2)))
     assert response.content == "Done."
     assert fake_llm_server.request_count == 2
@@ -255,11 +273,12 @@ async def test_429_is_retried_after_its_retry_after_then_succeeds(
 
 
 async def test_500_is_retried_until_attempts_run_out_then_raises(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(*(Reply.error(500, "upstream exploded") for _ in range(3)))
     sink, clock = RecordingSink(), FakeClock()
-    caller = caller_with(sink, clock=clock)
+    caller = caller_with(sink, clock=clock, path=gateway_path)
     with pytest.raises(RetryableLLMError, match="upstream exploded"):
         await caller.call(ask(llm_for(fake_llm_server, max_retries=2)))
     assert fake_llm_server.request_count == 3  # litellm and openai did not retry on their own
@@ -269,11 +288,12 @@ async def test_500_is_retried_until_attempts_run_out_then_raises(
 
 
 async def test_a_total_timeout_is_not_retried_it_would_happen_again(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.text("too late").after(2), Reply.text("too late").after(2))
     sink = RecordingSink()
-    caller = caller_with(sink)
+    caller = caller_with(sink, path=gateway_path)
     started = time.monotonic()
     with pytest.raises(LLMError, match=r"^no complete answer within 0\.3 s$") as raised:
         await caller.call(ask(llm_for(fake_llm_server, timeout=0.3, max_retries=1)))
@@ -284,21 +304,23 @@ async def test_a_total_timeout_is_not_retried_it_would_happen_again(
 
 
 async def test_a_stream_that_stalls_longer_than_the_total_timeout_fails_for_good(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.text("slow words here", chunk_delay=2))
     with pytest.raises(LLMError, match=r"^no complete answer within 0\.3 s$") as raised:
-        await LiteLLMGateway().complete(ask(llm_for(fake_llm_server, timeout=0.3), stream=True))
+        await gateway(gateway_path).complete(ask(llm_for(fake_llm_server, timeout=0.3), stream=True))
     assert type(raised.value) is LLMError
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_malformed_body_fails_for_good_without_retrying(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer, stream: bool
 ) -> None:
     fake_llm_server.add(Reply.malformed(), Reply.malformed(), Reply.text("never asked for"))
     sink = RecordingSink()
-    caller = caller_with(sink)
+    caller = caller_with(sink, path=gateway_path)
     llm = llm_for(fake_llm_server, max_retries=3)
     with pytest.raises(LLMError) as raised:
         await caller.call(ask(llm, stream=stream))
@@ -312,24 +334,27 @@ async def test_a_malformed_body_fails_for_good_without_retrying(
 
 
 async def test_a_context_window_overflow_is_a_context_length_error(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.context_length_exceeded())
     with pytest.raises(ContextLengthError, match="maximum context length"):
-        await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
+        await gateway(gateway_path).complete(ask(llm_for(fake_llm_server)))
 
 
 async def test_a_provider_rejecting_tools_raises_tools_unsupported(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(
         Reply.error(400, "tools is not supported for this model", type_="invalid_request_error")
     )
     with pytest.raises(ToolsUnsupportedError):
-        await LiteLLMGateway().complete(ask(llm_for(fake_llm_server), tools=[CALC_TOOL]))
+        await gateway(gateway_path).complete(ask(llm_for(fake_llm_server), tools=[CALC_TOOL]))
 
 
 async def test_other_bad_requests_and_auth_errors_are_plain_llm_errors(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(
@@ -338,11 +363,12 @@ async def test_other_bad_requests_and_auth_errors_are_plain_llm_errors(
     )
     for expected in ("temperature must be below 2", "Incorrect API key"):
         with pytest.raises(LLMError, match=expected) as raised:
-            await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
+            await gateway(gateway_path).complete(ask(llm_for(fake_llm_server)))
         assert type(raised.value) is LLMError
 
 
 async def test_the_key_travels_only_as_the_bearer_header_and_never_in_errors_or_events(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     # A careless provider echoes the key back in its error text.
@@ -352,7 +378,7 @@ async def test_the_key_travels_only_as_the_bearer_header_and_never_in_errors_or_
         Reply.error(503, f"overloaded for key {KEY}", retry_after=0),
     )
     sink = RecordingSink()
-    caller = caller_with(sink)
+    caller = caller_with(sink, path=gateway_path)
     await caller.call(ask(llm_for(fake_llm_server)))
     errors: list[str] = []
     for _ in range(2):
@@ -372,21 +398,22 @@ async def test_the_key_travels_only_as_the_bearer_header_and_never_in_errors_or_
 
 
 async def test_debug_logging_never_shows_the_key(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)  # what an operator turning on debug logs would see
     fake_llm_server.add(Reply.text("fine"), Reply.error(401, "Incorrect API key provided"))
-    await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
+    await gateway(gateway_path).complete(ask(llm_for(fake_llm_server)))
     with pytest.raises(LLMError):
-        await LiteLLMGateway().complete(ask(llm_for(fake_llm_server)))
-    assert any(r.name.startswith(("LiteLLM", "openai")) for r in caplog.records)
+        await gateway(gateway_path).complete(ask(llm_for(fake_llm_server)))
+    assert any(r.name.startswith(("LiteLLM", "openai", "httpx", "httpcore")) for r in caplog.records)
     assert KEY not in caplog.text
 
 
-async def test_cancel_abandons_a_call_in_flight_at_once(fake_llm_server: FakeLLMServer) -> None:
+async def test_cancel_abandons_a_call_in_flight_at_once(gateway_path: str, fake_llm_server: FakeLLMServer) -> None:
     fake_llm_server.add(Reply.text("you will never see this").after(5))
     sink, cancel = RecordingSink(), CancelToken()
-    caller = caller_with(sink, clock=SystemClock(), cancel=cancel)
+    caller = caller_with(sink, clock=SystemClock(), cancel=cancel, path=gateway_path)
     call = asyncio.ensure_future(caller.call(ask(llm_for(fake_llm_server, max_retries=3))))
     await _until(lambda: fake_llm_server.request_count == 1)
     started = time.monotonic()
@@ -400,11 +427,12 @@ async def test_cancel_abandons_a_call_in_flight_at_once(fake_llm_server: FakeLLM
 
 
 async def test_cancel_mid_stream_stops_reading_and_sends_nothing_more(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.text("first second third fourth", chunk_delay=0.4))
     sink, cancel = RecordingSink(), CancelToken()
-    caller = caller_with(sink, clock=SystemClock(), cancel=cancel)
+    caller = caller_with(sink, clock=SystemClock(), cancel=cancel, path=gateway_path)
     first_delta = asyncio.Event()
     deltas: list[str] = []
 
@@ -424,13 +452,14 @@ async def test_cancel_mid_stream_stops_reading_and_sends_nothing_more(
 
 
 async def test_cancel_closes_the_connection_of_a_call_nobody_follows_within_a_second(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     # A crew plan's call: it asks for no deltas and nobody follows the run yet. It streams all
     # the same, so a stop closes the connection and a local server stops generating.
     fake_llm_server.add(Reply.endless())
     cancel = CancelToken()
-    caller = caller_with(RecordingSink(), clock=SystemClock(), cancel=cancel)
+    caller = caller_with(RecordingSink(), clock=SystemClock(), cancel=cancel, path=gateway_path)
     caller.stream_gate = lambda: False
     request = LLMRequest(llm=llm_for(fake_llm_server), messages=[{"role": "user", "content": "Plan."}],
                          purpose="crew_plan")
@@ -449,35 +478,36 @@ async def test_cancel_closes_the_connection_of_a_call_nobody_follows_within_a_se
     assert fake_llm_server.requests[0].stream
 
 
-async def test_no_first_token_in_time_is_retryable_and_says_so(fake_llm_server: FakeLLMServer) -> None:
+async def test_no_first_token_in_time_is_retryable_and_says_so(gateway_path: str, fake_llm_server: FakeLLMServer) -> None:
     fake_llm_server.add(Reply.text("late").after(3))
     llm = llm_for(fake_llm_server, first_token_timeout=0.3)
     started = time.monotonic()
     with pytest.raises(RetryableLLMError, match=r"^no first token within 0\.3 s$"):
-        await LiteLLMGateway().complete(ask(llm, stream=True))
+        await gateway(gateway_path).complete(ask(llm, stream=True))
     assert time.monotonic() - started < 2
 
 
 async def test_a_model_that_never_stops_is_cut_at_the_total_timeout_and_its_connection_closed(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.endless())
     llm = llm_for(fake_llm_server, first_token_timeout=5, timeout=0.5)
     with pytest.raises(LLMError, match=r"^no complete answer within 0\.5 s$") as raised:
-        await LiteLLMGateway().complete(ask(llm, stream=True))
+        await gateway(gateway_path).complete(ask(llm, stream=True))
     assert type(raised.value) is LLMError  # not retried: it would run as long again
     assert await asyncio.to_thread(fake_llm_server.wait_disconnect, 3) is not None
 
 
-async def test_an_unstreamed_call_is_bounded_by_the_total_timeout(fake_llm_server: FakeLLMServer) -> None:
+async def test_an_unstreamed_call_is_bounded_by_the_total_timeout(gateway_path: str, fake_llm_server: FakeLLMServer) -> None:
     fake_llm_server.add(Reply.text("late").after(3))
     llm = llm_for(fake_llm_server, first_token_timeout=0.1, timeout=0.4)
     with pytest.raises(LLMError, match=r"^no complete answer within 0\.4 s$") as raised:
-        await LiteLLMGateway().complete(ask(llm))
+        await gateway(gateway_path).complete(ask(llm))
     assert type(raised.value) is LLMError
 
 
-async def test_a_server_that_does_not_accept_the_connection_fails_at_the_connect_timeout() -> None:
+async def test_a_server_that_does_not_accept_the_connection_fails_at_the_connect_timeout(gateway_path: str) -> None:
     with socket.socket() as listener, socket.socket() as queued:
         listener.bind(("127.0.0.1", 0))
         listener.listen(0)  # never accepted: one queued connection fills the backlog
@@ -487,17 +517,17 @@ async def test_a_server_that_does_not_accept_the_connection_fails_at_the_connect
                       api_key=KEY, max_retries=0, connect_timeout=0.3, first_token_timeout=10, timeout=10)
         started = time.monotonic()
         with pytest.raises(RetryableLLMError):
-            await LiteLLMGateway().complete(ask(llm, stream=True))
+            await gateway(gateway_path).complete(ask(llm, stream=True))
         assert time.monotonic() - started < 3  # not the 10 s of the other limits
 
 
-async def test_the_llms_own_prices_override_litellms(fake_llm_server: FakeLLMServer) -> None:
+async def test_the_llms_own_prices_override_litellms(gateway_path: str, fake_llm_server: FakeLLMServer) -> None:
     fake_llm_server.add(Reply.text("priced", prompt_tokens=1000, completion_tokens=500))
     sink = RecordingSink()
     llm = llm_for(
         fake_llm_server, model="openai/gpt-4o-mini", input_price_per_1k=0.5, output_price_per_1k=2
     )
-    caller = caller_with(sink)
+    caller = caller_with(sink, path=gateway_path)
     response = await caller.call(ask(llm))
     assert response.cost_usd == pytest.approx(1.5)
     assert sink.of_type("llm.completed")[0].data["cost_usd"] == pytest.approx(1.5)
@@ -507,6 +537,7 @@ async def test_the_llms_own_prices_override_litellms(fake_llm_server: FakeLLMSer
 
 
 async def test_an_unknown_model_with_its_own_prices_is_priced_streamed_or_not(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(
@@ -514,13 +545,14 @@ async def test_an_unknown_model_with_its_own_prices_is_priced_streamed_or_not(
         Reply.text("priced", prompt_tokens=1000, completion_tokens=500),
     )
     llm = llm_for(fake_llm_server, model="openai/house-model", input_price_per_1k=0.5)
-    plain = await LiteLLMGateway().complete(ask(llm))
-    streamed = await LiteLLMGateway().complete(ask(llm, stream=True))
+    plain = await gateway(gateway_path).complete(ask(llm))
+    streamed = await gateway(gateway_path).complete(ask(llm, stream=True))
     assert plain.cost_usd == pytest.approx(0.5)
     assert streamed.cost_usd == pytest.approx(0.5)
 
 
 async def test_a_known_model_is_priced_from_litellms_bundled_price_map(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(
@@ -528,8 +560,8 @@ async def test_a_known_model_is_priced_from_litellms_bundled_price_map(
         Reply.text("priced", prompt_tokens=1000, completion_tokens=1000),
     )
     llm = llm_for(fake_llm_server, model="openai/gpt-4o-mini")
-    plain = await LiteLLMGateway().complete(ask(llm))
-    streamed = await LiteLLMGateway().complete(ask(llm, stream=True))
+    plain = await gateway(gateway_path).complete(ask(llm))
+    streamed = await gateway(gateway_path).complete(ask(llm, stream=True))
     assert plain.cost_usd is not None and plain.cost_usd > 0
     assert streamed.cost_usd == pytest.approx(plain.cost_usd)
 
@@ -549,11 +581,12 @@ async def test_routing_sends_the_demo_model_offline_and_the_rest_to_litellm(
 
 
 async def test_llm_caller_budget_stops_a_live_call_before_it_is_sent(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     fake_llm_server.add(Reply.text("x" * 40, prompt_tokens=10, completion_tokens=10))
     sink = RecordingSink()
-    caller = caller_with(sink)
+    caller = caller_with(sink, path=gateway_path)
     caller.budget = Budget(max_tokens=20)
     await caller.call(ask(llm_for(fake_llm_server)))
     with pytest.raises(Exception, match="max_tokens"):
@@ -571,10 +604,11 @@ async def test_the_gateway_prices_a_model_from_litellms_map_for_the_cost_budget(
 
 
 async def test_a_cost_budget_stops_a_live_call_that_could_cross_it_before_it_is_sent(
+    gateway_path: str,
     fake_llm_server: FakeLLMServer,
 ) -> None:
     sink = RecordingSink()
-    caller = caller_with(sink)
+    caller = caller_with(sink, path=gateway_path)
     caller.budget = Budget(max_cost_usd=0.001)  # gpt-4o-mini's 4096-token answer: $0.0025
     llm = llm_for(fake_llm_server, model="openai/gpt-4o-mini")
 

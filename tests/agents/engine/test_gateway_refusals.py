@@ -1,5 +1,6 @@
 """What local servers answer to a form of request they refuse, and which errors are retried, through
-real litellm and real HTTP against the fake server's plain-server modes (issue #14)."""
+real HTTP against the fake server's plain-server modes (issue #14); every test runs on litellm's path
+and on the direct one (agents.engine.wire, issue #20)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ from tests.fakes.plain_models import (
     refuses_tools,
 )
 
+_path = ["litellm"]  # the gateway the module's callers use, set per test by ``gateway_path``
+
+
+@pytest.fixture(autouse=True, params=["litellm", "wire"])
+def gateway_path(request: pytest.FixtureRequest) -> str:
+    _path[0] = request.param
+    return request.param
+
+
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
 
@@ -33,7 +43,7 @@ async def send(server: FakeLLMServer, request: LLMRequest) -> Any:
     """One call through ``LLMCaller`` with three retries allowed: what comes back, or the error."""
     sink = RecordingSink()
     try:
-        return await caller_with(sink).call(request)
+        return await caller_with(sink, path=_path[0]).call(request)
     except LLMError as exc:
         return exc
 
@@ -154,7 +164,7 @@ async def test_a_server_refusing_to_stream_is_asked_unstreamed_and_never_streame
 ) -> None:
     fake_llm_server.default = lambda request: refusal if request.stream else Reply.text("fine")
     sink = RecordingSink()
-    caller = caller_with(sink)
+    caller = caller_with(sink, path=_path[0])
     llm = llm_for(fake_llm_server, max_retries=0)
 
     first = await caller.call(ask(llm, stream=True))

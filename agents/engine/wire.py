@@ -1,0 +1,546 @@
+"""The direct path to OpenAI-compatible endpoints: one httpx request per call, no litellm on it.
+
+Bench: ``bench/engine.py --ab wire`` (issue #20) measures this path against litellm's for the
+same calls in the same run; the figure lives in bench/README.md. Every model written
+``openai/<name>`` takes it (OpenAI itself, and the llama.cpp, vLLM and LM Studio presets, which
+are OpenAI-compatible servers at an ``api_base``); every other provider stays on litellm, which
+also remains the source of prices and token counts. ``PLANNER_LLM_PATH=litellm`` sends every
+model through litellm again.
+
+It keeps the gateway's contract (``agents.engine.gateway``): no retries here, timeouts on the
+loop's clock naming the limit passed, errors in the engine's taxonomy with the key scrubbed, a
+refused form of request reported as such, and the connection closed when the call is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import ssl
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from agents.engine import model_facts
+from agents.engine.capabilities import STREAM, TOOLS
+from agents.engine.failures import TIMEOUT, UNREACHABLE, kind_of_exception
+from agents.engine.gateway import _RESERVED_PARAMS, _litellm_loaded, response_format, scrub
+from agents.engine.llm import (
+    ContextLengthError,
+    DeltaCallback,
+    FormUnsupportedError,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    RetryableLLMError,
+    ToolCall,
+    ToolsUnsupportedError,
+)
+from agents.engine.refusals import VALIDATION_SHAPED, refused_form, retry_after_seconds
+from agents.engine.specs import LLMSpec
+
+PREFIX = "openai/"
+USER_AGENT = "crew-planner"
+OPENAI_BASE = "https://api.openai.com/v1"
+_MAX_ERROR_CHARS = 1000
+# Keys of ``LLMSpec.params`` that are litellm's own switches, not the provider's: never sent.
+_LITELLM_ONLY = frozenset(
+    {"drop_params", "custom_llm_provider", "input_cost_per_token", "output_cost_per_token",
+     "api_version", "litellm_logging_obj", "caching", "organization", "headers"}
+)  # fmt: skip
+
+
+def handles(llm: LLMSpec) -> bool:
+    """Whether ``llm`` goes the direct way (``openai/…``, unless ``PLANNER_LLM_PATH=litellm``)."""
+    return llm.model.startswith(PREFIX) and os.environ.get("PLANNER_LLM_PATH", "") != "litellm"
+
+
+_ssl_context: ssl.SSLContext | None = None
+
+
+def _tls() -> ssl.SSLContext | bool:
+    """One TLS setting for every client (building a context reads the CA bundle, ~10 ms): the
+    bundle ``SSL_CERT_FILE`` names (an internal CA), else certifi's, as litellm's client does;
+    ``SSL_VERIFY=false`` turns checking off, as it does in litellm."""
+    global _ssl_context
+    if os.environ.get("SSL_VERIFY", "").lower() in ("false", "0", "no"):
+        return False
+    if _ssl_context is None:
+        import certifi  # httpx's own CA bundle
+
+        _ssl_context = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
+    return _ssl_context
+
+
+class WireGateway:
+    """``Gateway`` for OpenAI-compatible chat completions, streamed or not, over httpx.
+
+    One ``httpx.AsyncClient`` per event loop keeps connections alive between a run's calls (a
+    client belongs to the loop it was made on; runs on other loops get their own).
+    """
+
+    def __init__(self) -> None:
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None or client.is_closed:
+            # trust_env: HTTPS_PROXY and NO_PROXY apply, as with litellm. Redirects are reported
+            # (``_redirected``), not followed: a POST must not turn into a GET on the way.
+            client = httpx.AsyncClient(
+                verify=_tls(), trust_env=True, follow_redirects=False, headers={"User-Agent": USER_AGENT}
+            )
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close this loop's client and its kept-alive connections (a run or a drafting ends;
+        a loop made for one call ends with it, so its client must not outlive it)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+    async def prices(self, llm: LLMSpec) -> tuple[float, float] | None:
+        """``PriceList``: litellm's bundled price map, per token; None for a model not in it."""
+        return await prices(llm)
+
+    async def complete(
+        self, request: LLMRequest, *, on_delta: DeltaCallback | None = None
+    ) -> LLMResponse:
+        llm = request.llm
+        secret = llm.api_key.get_secret_value() if llm.api_key is not None else None
+        body, headers = _body(request), _headers(llm, secret)
+        url = (llm.api_base or OPENAI_BASE).rstrip("/") + "/chat/completions"
+        read = (llm.first_token_timeout if request.stream else llm.timeout) + 1.0
+        timeout = httpx.Timeout(read, connect=llm.connect_timeout)
+        loop = asyncio.get_running_loop()
+        total_at = loop.time() + llm.timeout
+        # One limit on the loop's clock: the first token's until it comes, then the whole call's.
+        first_limit = min(llm.first_token_timeout, llm.timeout) if request.stream else llm.timeout
+        limit = asyncio.timeout(first_limit)
+        started = time.perf_counter()
+        state = _Stream()
+        try:
+            async with limit:
+                client = self._client()
+                outgoing = client.build_request(
+                    "POST", url, content=json.dumps(body).encode(), headers=headers, timeout=timeout
+                )
+                try:
+                    response = await client.send(outgoing, stream=True)
+                except httpx.HTTPError as exc:
+                    raise _transport_error(exc, llm, secret) from None
+                try:
+                    if response.status_code >= 400:
+                        raw = await _read(response, llm, secret)
+                        raise _status_error(response.status_code, raw, response.headers, secret, request)
+                    if 300 <= response.status_code < 400:
+                        raise _redirected(response, llm, secret)
+                    ctype = response.headers.get("content-type", "")
+                    if request.stream and not ctype.startswith("application/json"):
+                        # An event stream; a server that labels it otherwise is read all the same.
+                        await _read_events(response, state, request, secret, on_delta, limit, total_at)
+                    elif request.stream:
+                        # JSON to a streamed request: an error (raised as such), or an answer from
+                        # a server that does not stream, asked again unstreamed and remembered.
+                        _error_in(await _read(response, llm, secret), request, secret)
+                        raise FormUnsupportedError(
+                            f"{llm.model}: the provider's answer was not an event stream", form=STREAM
+                        )
+                    else:
+                        state.whole(_parse(await _read(response, llm, secret), llm, request, secret))
+                finally:
+                    await response.aclose()  # also when cancelled: a local server stops generating
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            if not request.stream or state.first or llm.timeout <= llm.first_token_timeout:
+                raise LLMError(f"no complete answer within {llm.timeout:g} s") from None
+            raise RetryableLLMError(f"no first token within {llm.first_token_timeout:g} s") from None
+        latency_ms = int((time.perf_counter() - started) * 1000)
+        return await _response(state, request, latency_ms)
+
+
+class _Stream:
+    """What the answer's chunks (or its one body) said so far."""
+
+    __slots__ = ("text", "calls", "finish", "model", "usage", "first", "events", "last_index")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument pieces]]
+        self.finish: str | None = None
+        self.model = ""
+        self.usage: Mapping[str, Any] | None = None
+        self.first = False
+        self.events = 0  # data events read
+        self.last_index: int | None = None  # the tool call the last fragment went to
+
+    def whole(self, data: Mapping[str, Any]) -> None:
+        self.model = str(data.get("model") or "")
+        self.usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else None
+        choice = _first_choice(data)
+        message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
+        self.finish = choice.get("finish_reason")
+        if isinstance(message.get("content"), str):
+            self.text.append(message["content"])
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise LLMError(f"the answer's tool_calls is not a list: {type(calls).__name__}")
+        for index, call in enumerate(calls):
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(function, Mapping):
+                raise LLMError("a tool call in the answer has no function")
+            self.calls[index] = [call.get("id"), _text(function.get("name")), [_arguments(function.get("arguments"))]]
+
+    def chunk(self, data: Mapping[str, Any]) -> str:
+        """Fold one streamed chunk in; the text it added."""
+        if data.get("model"):
+            self.model = str(data["model"])
+        if isinstance(data.get("usage"), Mapping):
+            self.usage = data["usage"]
+        choice = _first_choice(data)
+        if not choice:
+            return ""
+        if choice.get("finish_reason"):
+            self.finish = choice["finish_reason"]
+            self.first = True
+        delta = choice.get("delta") if isinstance(choice.get("delta"), Mapping) else {}
+        text = delta.get("content") if isinstance(delta.get("content"), str) else ""
+        if text:
+            self.text.append(text)
+            self.first = True
+        if any(delta.get(key) for key in _THINKING):
+            self.first = True  # a thinking model is answering, if not aloud
+        fragments = delta.get("tool_calls") or []
+        if not isinstance(fragments, list):
+            raise LLMError(f"a streamed tool call is not a list: {type(fragments).__name__}")
+        for fragment in fragments:
+            if not isinstance(fragment, Mapping):
+                raise LLMError("a streamed tool call fragment is not an object")
+            self.first = True
+            index = fragment.get("index")
+            if not isinstance(index, int) or isinstance(index, bool):
+                # No index: the call under way goes on, unless the fragment opens a new one.
+                new = fragment.get("id") and all(fragment.get("id") != c[0] for c in self.calls.values())
+                index = len(self.calls) if new or self.last_index is None else self.last_index
+            self.last_index = index
+            call = self.calls.setdefault(index, [None, "", []])
+            function = fragment.get("function") if isinstance(fragment.get("function"), Mapping) else {}
+            call[0] = call[0] or fragment.get("id")
+            call[1] = _text(function.get("name")) or call[1]  # sent once, or repeated whole
+            call[2].append(_arguments(function.get("arguments")))
+        return text
+
+
+# Delta fields in which servers stream a model's thinking: vLLM, llama.cpp, Ollama, OpenRouter.
+_THINKING = ("reasoning_content", "reasoning", "thinking")
+
+
+def _first_choice(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The first choice (index 0): with ``n`` > 1 a chunk may carry another one's text."""
+    choices = data.get("choices")
+    if not isinstance(choices, list):
+        return {}
+    for choice in choices:
+        if isinstance(choice, Mapping) and choice.get("index", 0) in (0, None):
+            return choice
+    return {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _arguments(value: Any) -> str:
+    """A tool call's arguments as text; a server that sends them as an object gets them dumped."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value) if isinstance(value, (Mapping, list)) else ""
+
+
+def _body(request: LLMRequest) -> dict[str, Any]:
+    llm = request.llm
+    body: dict[str, Any] = {
+        key: value for key, value in llm.params.items()
+        if key not in _RESERVED_PARAMS and key not in _LITELLM_ONLY and key not in ("extra_body", "extra_headers")
+    }  # fmt: skip
+    extra = llm.params.get("extra_body")
+    if isinstance(extra, Mapping):
+        body.update({k: v for k, v in extra.items() if k not in _RESERVED_PARAMS})
+    body["model"] = llm.model[len(PREFIX):] if llm.model.startswith(PREFIX) else llm.model
+    body["messages"] = request.messages
+    if request.tools:
+        body["tools"] = request.tools
+        if request.tool_choice is not None:
+            body["tool_choice"] = request.tool_choice
+    if request.response_schema is not None:
+        body["response_format"] = response_format(
+            request.response_schema, request.purpose, form=request.response_form
+        )
+    if request.stop:
+        body["stop"] = request.stop
+    if request.max_tokens is not None:
+        reasoning = _REASONING_MODEL.match(body["model"]) is not None
+        name = "max_completion_tokens" if reasoning or "max_completion_tokens" in body else "max_tokens"
+        own = body.get(name)
+        body[name] = min(request.max_tokens, own) if isinstance(own, int) and own > 0 else request.max_tokens
+    if request.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+# OpenAI's reasoning models refuse ``max_tokens`` for ``max_completion_tokens`` (litellm renames it
+# for the same names: o1, o3, o4-mini, gpt-5 but its chat variant).
+_REASONING_MODEL = re.compile(r"^(?:o\d|gpt-5(?!-chat))")
+
+
+def _headers(llm: LLMSpec, secret: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    for name in ("headers", "extra_headers"):  # litellm's two spellings
+        extra = llm.params.get(name)
+        if isinstance(extra, Mapping):
+            headers.update({str(k): str(v) for k, v in extra.items() if str(k).lower() != "authorization"})
+    if isinstance(llm.params.get("organization"), str):
+        headers["OpenAI-Organization"] = llm.params["organization"]
+    if secret:
+        headers["Authorization"] = f"Bearer {secret}"
+    return headers
+
+
+async def _read(response: httpx.Response, llm: LLMSpec, secret: str | None) -> bytes:
+    try:
+        return await response.aread()
+    except httpx.HTTPError as exc:
+        raise _transport_error(exc, llm, secret) from None
+
+
+def _parse(raw: bytes, llm: LLMSpec, request: LLMRequest, secret: str | None) -> Mapping[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise LLMError(f"{llm.model}: the answer is not valid JSON") from None
+    if isinstance(data, Mapping) and data.get("error"):  # an error sent with a 200
+        raise _status_error(_error_status(data["error"]), raw, {}, secret, request)
+    if not isinstance(data, Mapping) or not isinstance(data.get("choices"), list) or not data["choices"]:
+        raise LLMError(f"{llm.model}: the answer has no choices")
+    return data
+
+
+def _error_in(raw: bytes, request: LLMRequest, secret: str | None) -> None:
+    """Raise the error a JSON body holds ({"error": ...}), if it holds one."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return
+    if isinstance(data, Mapping) and data.get("error"):
+        raise _status_error(_error_status(data["error"]), raw, {}, secret, request)
+
+
+def _error_status(error: Any) -> int:
+    """The HTTP status an error object sent in a 200 (or in a stream) stands for: its numeric
+    ``code``, else 500."""
+    code = error.get("code") if isinstance(error, Mapping) else None
+    if isinstance(code, str) and code.isdecimal():
+        code = int(code)
+    return code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600 else 500
+
+
+def _redirected(response: httpx.Response, llm: LLMSpec, secret: str | None) -> LLMError:
+    where = scrub(response.headers.get("location", "") or "?", secret)
+    error = LLMError(
+        f"{response.status_code} the API base {llm.api_base or OPENAI_BASE} redirects to {where}: "
+        "set the LLM's API base to the address it names"
+    )
+    error.kind_hint = "other"
+    return error
+
+
+async def _read_events(
+    response: httpx.Response,
+    state: _Stream,
+    request: LLMRequest,
+    secret: str | None,
+    on_delta: DeltaCallback | None,
+    limit: asyncio.Timeout,
+    total_at: float,
+) -> None:
+    """Read server-sent events to ``data: [DONE]`` (or the end), folding each chunk in."""
+    llm = request.llm
+    lines = response.aiter_lines()
+    done = False
+    while True:
+        # Only the transport's failures are mapped; an error raised by ``on_delta`` (the event
+        # sink) is the caller's and surfaces unchanged.
+        try:
+            line = await anext(lines)
+        except StopAsyncIteration:
+            break
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, llm, secret) from None
+        if done or not line.startswith("data:"):
+            continue  # blank separators, comments (": ping"), event names; the body's end
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            done = True  # read on to the end of the body, so the connection can be kept
+            continue
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            raise LLMError(f"{llm.model}: a streamed chunk is not valid JSON") from None
+        if not isinstance(data, Mapping):
+            continue
+        state.events += 1
+        if data.get("error"):  # vLLM and llama.cpp report failures in-stream
+            raise _status_error(_error_status(data["error"]), json.dumps(data).encode(), {}, secret, request)
+        was_first = state.first
+        text = state.chunk(data)
+        if state.first and not was_first:
+            limit.reschedule(total_at)
+        if on_delta is not None and text:
+            await on_delta(text)
+    if not state.first and state.usage is None:
+        if not state.events:
+            # Nothing an event stream would hold (HTML from a proxy, plain text): as litellm
+            # does with a body that is not a stream, a refusal to stream, asked again unstreamed.
+            raise FormUnsupportedError(f"{llm.model}: the provider's answer was not an event stream", form=STREAM)
+        raise LLMError(f"{llm.model}: the stream ended without an answer")
+
+
+async def _response(state: _Stream, request: LLMRequest, latency_ms: int) -> LLMResponse:
+    llm = request.llm
+    content = "".join(state.text)
+    calls = [
+        ToolCall(id=call[0] or f"call_{n + 1}", name=call[1], arguments="".join(call[2]) or "{}")
+        for n, (_index, call) in enumerate(sorted(state.calls.items()))
+    ]
+    usage = state.usage or {}
+    prompt = _count(usage.get("prompt_tokens"))
+    completion = _count(usage.get("completion_tokens"))
+    if not (prompt or completion):
+        prompt, completion = await _local_count(request, content, calls)
+    return LLMResponse(
+        content=content,
+        tool_calls=calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cost_usd=await _cost(llm, prompt, completion),
+        latency_ms=latency_ms,
+        finish_reason=state.finish,
+        model=state.model or llm.model,
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+async def _local_count(request: LLMRequest, content: str, calls: list[ToolCall]) -> tuple[int, int]:
+    """The provider reported no usage: count with litellm's tokenizers, so budgets see the call."""
+    answer = content + "".join(call.name + call.arguments for call in calls)
+    try:
+        litellm = await _litellm_loaded()
+        model = request.llm.model
+        prompt = int(litellm.token_counter(model=model, messages=request.messages))
+        return prompt, int(litellm.token_counter(model=model, text=answer or " "))
+    except Exception:  # noqa: BLE001 - a rough count beats none
+        chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+        return chars // 4 + 1, len(answer) // 4 + 1
+
+
+async def prices(llm: LLMSpec) -> tuple[float, float] | None:
+    """Per-token prices from litellm's bundled map, read without importing litellm; None when
+    the model is not in it."""
+    return model_facts.prices(llm.model)
+
+
+async def _cost(llm: LLMSpec, prompt: int, completion: int) -> float | None:
+    """The LLM's own prices win; else litellm's price map; None when the model is unknown."""
+    if llm.input_price_per_1k is not None or llm.output_price_per_1k is not None:
+        return (prompt * (llm.input_price_per_1k or 0.0) + completion * (llm.output_price_per_1k or 0.0)) / 1000
+    found = await prices(llm)
+    return None if found is None else prompt * found[0] + completion * found[1]
+
+
+def _message(raw: bytes) -> str:
+    """The provider's own words from an error body ({"error": {"message"}} or the text)."""
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    error = data.get("error") if isinstance(data, Mapping) else None
+    if isinstance(error, Mapping) and error.get("message"):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    if isinstance(data, Mapping) and isinstance(data.get("message") or data.get("detail"), str):
+        return str(data.get("message") or data.get("detail"))
+    return text
+
+
+def _status_error(
+    status: int, raw: bytes, headers: Mapping[str, str], secret: str | None, request: LLMRequest
+) -> LLMError:
+    """An HTTP error answer in the engine's taxonomy and its kind of failure (``failures``)."""
+    error = _status_error_type(status, raw, headers, secret, request)
+    error.kind_hint = kind_of_exception(error, status)
+    return error
+
+
+def _status_error_type(
+    status: int, raw: bytes, headers: Mapping[str, str], secret: str | None, request: LLMRequest
+) -> LLMError:
+    """An HTTP error answer in the engine's taxonomy (the same rules as ``gateway._map_error``)."""
+    words = _message(raw)
+    detail = f"{status} {words}".strip()
+    message = scrub(detail, secret)
+    if len(message) > _MAX_ERROR_CHARS:
+        message = message[:_MAX_ERROR_CHARS] + "…"
+    lowered = (words + " " + raw.decode("utf-8", "replace")).lower()
+    if _CONTEXT.search(lowered):
+        return ContextLengthError(message)
+    if status not in (408, 409, 429):
+        form = refused_form(lowered, request)
+        if form == TOOLS:
+            return ToolsUnsupportedError(message)
+        if form is not None:
+            return FormUnsupportedError(message, form=form)
+    if status in (408, 409, 429):
+        return RetryableLLMError(message, retry_after=retry_after_seconds(headers))
+    if status < 500 or VALIDATION_SHAPED.search(lowered):
+        return LLMError(message)  # retrying sends the same bad request
+    return RetryableLLMError(message, retry_after=retry_after_seconds(headers))
+
+
+def _transport_error(exc: httpx.HTTPError, llm: LLMSpec, secret: str | None) -> LLMError:
+    """No HTTP answer: the host could not be reached, or the connection dropped. Retryable."""
+    where = llm.api_base or OPENAI_BASE
+    kind = None
+    if isinstance(exc, httpx.ConnectTimeout):
+        text, kind = f"could not connect to {where} within {llm.connect_timeout:g} s", UNREACHABLE
+    elif isinstance(exc, httpx.ConnectError):
+        text, kind = f"could not connect to {where}: {exc or type(exc).__name__}", UNREACHABLE
+    elif isinstance(exc, httpx.TimeoutException):
+        text, kind = f"no answer from {where} in time ({type(exc).__name__})", TIMEOUT
+    else:
+        text = f"the connection to {where} failed: {exc or type(exc).__name__}"
+    error = RetryableLLMError(scrub(text, secret))
+    error.kind_hint = kind
+    return error
+
+
+# A provider's words for a prompt over the model's window (OpenAI's code, vLLM, llama.cpp, Groq).
+_CONTEXT = re.compile(
+    r"context_length_exceeded|maximum context length|context length|context window|exceeds the context"
+    r"|prompt is too long|too many tokens|exceed_context_size"
+)

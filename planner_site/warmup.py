@@ -1,0 +1,126 @@
+"""Warming a run worker: what a run imports (litellm above all), done before the first run needs it.
+
+Bench: ``bench/startup.py`` prints the first run after "ready" against a later one (issue #20:
+within 1 s of it; 8-10 s before, when litellm was imported by the first call) and the server
+loop's longest pause under a soak (``gc.freeze()`` took a full collection with litellm loaded
+from ~0.5 s to nothing). litellm is loaded only when one of the site's LLMs goes through it: the
+demo model and ``openai/…`` models (the direct path) do not.
+
+``serve`` answers pages at once and warms in a thread beside them; it says "ready" once warm, and
+``/api/health`` reports the worker as ``"warming"`` until then. ``db_worker`` warms before it
+takes its first run. Pages never import litellm (tests/planner_site/test_lazy_imports.py).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+
+logger = logging.getLogger(__name__)
+
+_warm = threading.Event()
+_started = threading.Event()  # this process warms (it runs workers): health reports it
+_lock = threading.Lock()
+
+# Collections of the youngest generation after this many new container objects (CPython's default
+# is 2,000): a run allocates in bursts (a streamed answer, an event batch), and with the imports
+# frozen the collections that remain are cheap, so fewer of them is a plain saving.
+GC_THRESHOLD = (20_000, 20, 40)
+
+
+def is_warm() -> bool:
+    return _warm.is_set()
+
+
+def warming_started() -> bool:
+    return _started.is_set()
+
+
+def warm(*, litellm: bool | None = None) -> float:
+    """Import what a run needs, then freeze what is loaded out of the collector's sight.
+
+    litellm only when an LLM of this site goes through it (``litellm_needed``, or say so): one
+    added later is imported by its first call, off the loop. Idempotent and thread-safe; returns
+    the seconds it took (0 when already warm).
+    """
+    _started.set()
+    with _lock:
+        if _warm.is_set():
+            return 0.0
+        started = time.perf_counter()
+        from agents.engine import gateway, wire
+
+        if litellm is None:
+            litellm = litellm_needed()
+        if litellm:
+            gateway._litellm()  # 2-4 s: its import, offline, quiet
+        wire._tls()  # the CA bundle, read once
+        # httpx loads its transport on a client's first connection (~70 modules): now instead.
+        import anyio._backends._asyncio  # noqa: F401
+        import anyio.streams.tls  # noqa: F401
+        import h11  # noqa: F401
+        import httpcore  # noqa: F401
+        from django.core.cache import cache
+
+        try:
+            cache.get("warm-up")  # the cache backend (who follows a run's deltas) loads on first use
+        except Exception:  # noqa: BLE001 - Redis down: runs tolerate it (crews.runner), so do we
+            logger.warning("the cache did not answer while warming up", exc_info=True)
+        from agents.engine import model_facts
+
+        model_facts._entries()  # litellm's price map, read once (~100 ms)
+        from django.urls import get_resolver, reverse
+
+        import crews.consumers  # noqa: F401 - the run page's sockets
+        import crews.runner  # noqa: F401 - the engine and the run's Django side
+        import planner_site.layers  # noqa: F401 - the channel layer a run publishes to
+
+        # The URL configuration (every view, form and API schema: ~160 modules, 1-1.5 s) loads on
+        # the first request otherwise: the first page, and the first run's kickoff.
+        get_resolver().resolve("/api/health")
+        reverse("api:health")
+
+        # Everything loaded so far lives as long as the process: a full collection need never walk
+        # it again (with litellm, ~0.5 s of the server loop's time each).
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLD)
+        _warm.set()
+        took = time.perf_counter() - started
+        logger.info("warm in %.1f s (%d objects frozen)", took, gc.get_freeze_count())
+        return took
+
+
+def litellm_needed() -> bool:
+    """Whether an LLM of this site goes through litellm: neither the offline demo model nor one
+    the direct path takes (``agents.engine.wire``). True when the database cannot tell."""
+    try:
+        from agents.engine.specs import LLMSpec
+        from agents.engine.wire import handles
+        from agents.models import DEMO_MODEL, LLM
+
+        models = LLM.objects.exclude(model=DEMO_MODEL).values_list("model", flat=True)
+        return any(not handles(LLMSpec(key="warm-up", model=model)) for model in models)
+    except Exception:  # noqa: BLE001 - no database yet: load it, as a run might need it
+        logger.warning("could not tell which LLMs this site has; loading litellm", exc_info=True)
+        return True
+
+
+def warm_in_background(then: object = None) -> threading.Thread:
+    """``warm()`` in a daemon thread; ``then()`` (if given) runs in that thread once warm."""
+
+    def work() -> None:
+        try:
+            warm()
+        except Exception:  # a run would import the same modules and report the failure itself
+            logger.exception("warming failed; the first run will import what it needs")
+            _warm.set()  # done trying: health stops saying "warming"
+        if callable(then):
+            then()
+
+    _started.set()  # before the thread runs: a health check right after "serving" says "warming"
+    thread = threading.Thread(target=work, name="warm-up", daemon=True)
+    thread.start()
+    return thread

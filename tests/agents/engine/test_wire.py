@@ -1,0 +1,138 @@
+"""The direct path to OpenAI-compatible endpoints (agents.engine.wire, issue #20): which models take
+it, and what only it handles. What both paths share is tested on each in test_gateway.py and
+test_gateway_refusals.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.engine.demo import DemoGateway
+from agents.engine.gateway import LiteLLMGateway, RoutingGateway
+from agents.engine.llm import LLMError, RetryableLLMError
+from agents.engine.specs import LLMSpec
+from agents.engine.wire import WireGateway
+from tests.agents.engine.test_gateway import ask, llm_for
+from tests.fakes.openai_server import FakeLLMServer, Reply
+from tests.fakes.openai_server import fake_llm_server as fake_llm_server  # noqa: F401 - fixture
+
+
+def test_openai_compatible_models_go_direct_and_every_other_provider_through_litellm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PLANNER_LLM_PATH", raising=False)
+    gateway = RoutingGateway()
+    assert isinstance(gateway.route(LLMSpec(key="a", model="openai/gpt-4o-mini")), WireGateway)
+    assert isinstance(gateway.route(LLMSpec(key="b", model="openai/local-model", api_base="http://x/v1")), WireGateway)
+    assert isinstance(gateway.route(LLMSpec(key="c", model="ollama/llama3.2")), LiteLLMGateway)
+    assert isinstance(gateway.route(LLMSpec(key="d", model="anthropic/claude-3-5-haiku")), LiteLLMGateway)
+    assert isinstance(gateway.route(LLMSpec(key="e", model="demo/offline")), DemoGateway)
+
+
+def test_planner_llm_path_litellm_sends_every_model_through_litellm_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PLANNER_LLM_PATH", "litellm")
+    assert isinstance(RoutingGateway().route(LLMSpec(key="a", model="openai/gpt-4o-mini")), LiteLLMGateway)
+
+
+async def test_the_provider_gets_the_model_name_without_its_prefix_and_no_litellm_switches(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.add(Reply.text("fine"))
+    llm = llm_for(fake_llm_server, params={"temperature": 0.2, "drop_params": True, "extra_headers": {"X-Team": "ops"},
+                                            "extra_body": {"top_k": 5}})
+    await WireGateway().complete(ask(llm, stream=True))
+    [request] = fake_llm_server.requests
+    assert request.body["model"] == "fake-model"
+    assert request.body["temperature"] == 0.2 and request.body["top_k"] == 5
+    assert "drop_params" not in request.body and "extra_body" not in request.body
+    assert request.headers.get("x-team") == "ops"
+    assert request.body["stream_options"] == {"include_usage": True}
+
+
+async def test_an_error_sent_inside_a_stream_is_an_error_of_its_kind(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(
+        Reply.fails_mid_stream("Half an ans", "CUDA out of memory", code=500),
+        Reply.fails_mid_stream("Half an ans", "invalid grammar", code=400),
+    )
+    deltas: list[str] = []
+
+    async def heard(text: str) -> None:
+        deltas.append(text)
+
+    with pytest.raises(RetryableLLMError, match="CUDA out of memory") as raised:
+        await WireGateway().complete(ask(llm_for(fake_llm_server), stream=True), on_delta=heard)
+    assert raised.value.kind == "server_error"
+    assert "".join(deltas) == "Half an ans"  # what came before the error was heard
+    with pytest.raises(LLMError, match="invalid grammar") as raised:
+        await WireGateway().complete(ask(llm_for(fake_llm_server), stream=True))
+    assert type(raised.value) is LLMError  # a 400 would fail again
+
+
+async def test_connections_are_kept_alive_between_calls_on_one_loop(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply.text("one"), Reply.text("two"), Reply.text("three"))
+    gateway = WireGateway()
+    for _ in range(3):
+        await gateway.complete(ask(llm_for(fake_llm_server), stream=True))
+    assert len({r.client_port for r in fake_llm_server.requests}) == 1
+
+
+async def test_openais_reasoning_models_get_max_completion_tokens(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply.text("a"), Reply.text("b"), Reply.text("c"))
+    for model in ("openai/o3-mini", "openai/gpt-5", "openai/gpt-4o-mini"):
+        await WireGateway().complete(ask(llm_for(fake_llm_server, model=model), max_tokens=100))
+    sent = [r.body for r in fake_llm_server.requests]
+    assert [("max_completion_tokens" in b, "max_tokens" in b) for b in sent] == [(True, False), (True, False), (False, True)]
+
+
+async def test_a_redirect_is_reported_with_where_it_points_not_followed(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply(status=307, raw=b"", headers=(("Location", "https://llm.example/v1/chat/completions"),)))
+    with pytest.raises(LLMError, match=r"redirects to https://llm\.example/v1/chat/completions") as raised:
+        await WireGateway().complete(ask(llm_for(fake_llm_server)))
+    assert type(raised.value) is LLMError
+    assert fake_llm_server.request_count == 1
+
+
+async def test_an_error_sent_with_a_200_keeps_the_providers_words_and_kind(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply(raw=b'{"error": {"message": "Incorrect API key provided", "code": 401}}'))
+    with pytest.raises(LLMError, match="Incorrect API key provided") as raised:
+        await WireGateway().complete(ask(llm_for(fake_llm_server)))
+    assert raised.value.kind == "auth"
+
+
+async def test_closing_a_loops_client_closes_its_connections(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply.text("one"), Reply.text("two"))
+    gateway = WireGateway()
+    await gateway.complete(ask(llm_for(fake_llm_server)))
+    [client] = gateway._clients.values()
+    await gateway.aclose()
+    assert client.is_closed and not gateway._clients
+    await gateway.complete(ask(llm_for(fake_llm_server)))  # a new client, a new connection
+    assert len({r.client_port for r in fake_llm_server.requests}) == 2
+
+
+def test_tool_call_fragments_without_an_index_continue_the_call_under_way() -> None:
+    from agents.engine.wire import _Stream
+
+    state = _Stream()
+    for fragment in (
+        {"id": "c1", "function": {"name": "calc", "arguments": ""}},
+        {"function": {"arguments": '{"a":'}},
+        {"function": {"name": "calc", "arguments": "1}"}},  # a server repeating the name whole
+        {"id": "c2", "function": {"name": "look", "arguments": {"q": "x"}}},  # arguments as an object
+    ):
+        state.chunk({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]})
+    assert [(c[0], c[1], "".join(c[2])) for c in state.calls.values()] == [
+        ("c1", "calc", '{"a":1}'), ("c2", "look", '{"q": "x"}'),
+    ]
+
+
+def test_malformed_tool_calls_and_other_choices_are_handled() -> None:
+    from agents.engine.wire import _Stream
+
+    state = _Stream()
+    state.chunk({"choices": [{"index": 1, "delta": {"content": "the second choice"}}]})
+    state.chunk({"choices": [{"index": 0, "delta": {"reasoning": "thinking…"}}]})
+    assert state.text == [] and state.first  # a thinking model counts as answering
+    with pytest.raises(LLMError, match="not a list"):
+        state.chunk({"choices": [{"index": 0, "delta": {"tool_calls": "calc"}}]})

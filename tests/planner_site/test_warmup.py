@@ -1,0 +1,80 @@
+"""Warming a run worker (issue #20): what a run imports is loaded before "ready", out of the
+collector's sight, and health says "warming" until then."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from planner_site import warmup
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import gc, json, sys
+import django
+django.setup()
+from planner_site.warmup import warm, is_warm
+before = "litellm" in sys.modules
+took = warm(litellm=True)
+again = warm()
+print(json.dumps({"before": before, "after": "litellm" in sys.modules, "runner": "crews.runner" in sys.modules,
+                  "frozen": gc.get_freeze_count(), "threshold": gc.get_threshold()[0], "warm": is_warm(),
+                  "took": took, "again": again}))
+"""
+
+
+def test_warming_imports_litellm_when_asked_and_the_runner_then_freezes_them_once() -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip().splitlines()[-1]
+    result = json.loads(out)
+    assert result["before"] is False  # nothing imported litellm on the way
+    assert result["after"] is True and result["runner"] is True
+    assert result["frozen"] > 100_000  # litellm's graph, out of every full collection's walk
+    assert result["threshold"] == warmup.GC_THRESHOLD[0]
+    assert result["warm"] is True
+    assert result["took"] > 0 and result["again"] == 0.0
+
+
+@pytest.mark.django_db
+def test_health_says_warming_while_this_processs_workers_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warmup, "_started", _Flag(True))
+    monkeypatch.setattr(warmup, "_warm", _Flag(False))
+    assert Client().get("/api/health").json()["worker"] == "warming"
+    monkeypatch.setattr(warmup, "_warm", _Flag(True))
+    assert Client().get("/api/health").json()["worker"] in ("ok", "none")
+
+
+class _Flag:
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def is_set(self) -> bool:
+        return self.value
+
+    def set(self) -> None:
+        self.value = True
+
+
+@pytest.mark.django_db
+def test_litellm_is_loaded_only_for_an_llm_that_goes_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agents.models import DEMO_MODEL, LLM
+
+    LLM.objects.exclude(model=DEMO_MODEL).delete()
+    monkeypatch.delenv("PLANNER_LLM_PATH", raising=False)
+    assert warmup.litellm_needed() is False  # nothing but the demo model
+    LLM.objects.create(name="llama.cpp", model="openai/local-model", api_base="http://127.0.0.1:8080/v1")
+    assert warmup.litellm_needed() is False  # the direct path takes it
+    LLM.objects.create(name="Claude", model="anthropic/claude-3-5-haiku")
+    assert warmup.litellm_needed() is True
+    LLM.objects.filter(name="Claude").delete()
+    monkeypatch.setenv("PLANNER_LLM_PATH", "litellm")
+    assert warmup.litellm_needed() is True
