@@ -40,8 +40,10 @@ class LiveServer:
     def manage(self, *args: str) -> str:
         done = subprocess.run(
             [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env,
-            capture_output=True, text=True, timeout=120, check=True,
+            capture_output=True, text=True, timeout=120,
         )
+        if done.returncode:  # say why: a bare CalledProcessError hides the traceback
+            raise AssertionError(f"manage.py {args[0]} failed:\n{done.stderr[-4000:]}")
         return done.stdout
 
     def shell(self, code: str) -> str:

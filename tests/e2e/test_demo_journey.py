@@ -23,15 +23,16 @@ from agents.models import LLM, Agent
 from crews.models import Crew, Task
 
 owner = get_user_model().objects.get(username="ada")
+n = Crew.objects.filter(owner=owner, name__startswith="Demo journey").count() + 1  # other journeys use this too
 llm, _ = LLM.objects.update_or_create(name="Paced demo model", defaults=dict(
     model="demo/offline", supports_tools=True, context_window=32000,
     params={"first_token_seconds": settings.PLANNER_DEMO_FIRST_TOKEN_SECONDS or 0.7,
             "tokens_per_second": settings.PLANNER_DEMO_TOKENS_PER_SECOND or 60}))
-researcher = Agent.objects.create(owner=owner, name="Journey researcher", role="AI LLMs Senior Data Researcher",
+researcher = Agent.objects.create(owner=owner, name=f"Journey researcher {n}", role="AI LLMs Senior Data Researcher",
     goal="Uncover cutting-edge developments in AI LLMs", llm=llm)
-analyst = Agent.objects.create(owner=owner, name="Journey analyst", role="AI LLMs Reporting Analyst",
+analyst = Agent.objects.create(owner=owner, name=f"Journey analyst {n}", role="AI LLMs Reporting Analyst",
     goal="Create detailed reports", llm=llm)
-crew = Crew.objects.create(owner=owner, name="Demo journey", planning=True, review_plan=True, planning_llm=llm,
+crew = Crew.objects.create(owner=owner, name=f"Demo journey {n}", planning=True, review_plan=True, planning_llm=llm,
     default_inputs={"topic": "AI LLMs"})
 crew.agents.set([researcher, analyst])
 Task.objects.create(crew=crew, order=0, name="Research", agent=researcher,
