@@ -7,7 +7,9 @@ here, from the operation's own shape, so no operation can forget it:
 - signed in (``security``): 401; and 403 for a write (the session's CSRF check, a role too low);
 - any path, query or header parameter: 422 (a value of the wrong type or range);
 - a path parameter: 404 (missing, or not yours);
-- a request body: 422 (not JSON, a field wrong) and 413 (over ``DATA_UPLOAD_MAX_MEMORY_SIZE``).
+- a request body: 422 (not JSON, a field wrong) and 413 (over ``DATA_UPLOAD_MAX_MEMORY_SIZE``);
+- a multipart body: 400, empty, when Django's ASGI handler cannot read it at all (schemathesis
+  found an empty multipart body answered so before any view runs).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from planner_site.schemas import ErrorOut
 
 SAFE_METHODS = {"get", "head", "options"}
 DESCRIPTIONS = {
+    400: "The multipart body could not be read at all (answered before the API, with no body).",
     401: "Not signed in (no session, no valid token).",
     403: "Your role is too low for this, or the session's CSRF token is missing.",
     404: "Missing, or not yours.",
@@ -42,6 +45,8 @@ def central_statuses(method: str, operation: dict[str, Any]) -> set[int]:
         statuses.add(404)
     if "requestBody" in operation:
         statuses |= {413, 422}
+        if "multipart/form-data" in (operation["requestBody"].get("content") or {}):
+            statuses.add(400)
     return statuses
 
 
@@ -58,11 +63,8 @@ class PlannerAPI(NinjaAPI):
             for method, operation in methods.items():
                 responses = operation.setdefault("responses", {})
                 for status in sorted(central_statuses(method, operation)):
-                    responses.setdefault(
-                        status,
-                        {
-                            "description": DESCRIPTIONS[status],
-                            "content": {"application/json": {"schema": error_ref}},
-                        },
-                    )
+                    answer: dict[str, Any] = {"description": DESCRIPTIONS[status]}
+                    if status != 400:  # Django's own 400 here has no body
+                        answer["content"] = {"application/json": {"schema": error_ref}}
+                    responses.setdefault(status, answer)
         return schema
