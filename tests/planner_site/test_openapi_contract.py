@@ -81,15 +81,20 @@ def test_every_operation_with_a_body_documents_413_and_422(document):
 
 
 def test_every_error_response_is_described_as_json(document):
-    wrong = []
+    wrong, multipart_400 = [], []
     for path, method, operation in operations(document):
+        multipart = "multipart/form-data" in operation.get("requestBody", {}).get("content", {})
         for status, response in operation["responses"].items():
+            if int(status) == 400 and multipart and "content" not in response:
+                multipart_400.append(f"{method.upper()} {path}")  # Django's own, bodiless
+                continue
             if int(status) >= 400 and "$ref" not in response.get("content", {}).get(
                 "application/json", {}
             ).get("schema", {}):
                 wrong.append(f"{status} {method.upper()} {path}")
 
     assert wrong == []
+    assert "POST /api/crews/import" in multipart_400
 
 
 def test_a_plan_edit_marks_if_match_required(document):
