@@ -107,6 +107,35 @@ class PlanningConfigForm(ServiceErrorsMixin, forms.ModelForm):
         self.fields["refine_prompt"].help_text = _placeholder_help(REFINE_PROMPT_PLACEHOLDERS)
 
 
+# How an agent works, as people choose it: one plain choice for the model's ``agent_type``, its
+# ``planning`` box and its planning config (ENGINE.md §2-§4).
+WORK_REACT = "react"
+WORK_PLAN_ACT = "plan_act"
+WORK_PLAN_EXECUTE = "plan_execute"
+WORK_MODES = (
+    (WORK_REACT, _("Act step by step (ReAct)")),
+    (WORK_PLAN_ACT, _("Plan first, then act (Plan-and-Act)")),
+    (WORK_PLAN_EXECUTE, _("Plan and execute (a plan-execute agent)")),
+)
+WORK_MODE_HELP = {
+    WORK_REACT: _("It thinks, uses a tool, looks at the result and repeats until it has the answer. "
+                  "Quick and cheap for most tasks."),
+    WORK_PLAN_ACT: _("It writes a plan, carries out each step and checks its work, replanning when a step "
+                     "goes wrong. Slower, for long or tricky tasks."),
+    WORK_PLAN_EXECUTE: _("It lists every step in one call, runs them in order and merges the results; "
+                         "a failed step fails the task."),
+}
+
+
+def work_mode_of(agent: Agent) -> str:
+    """The choice that describes ``agent``: its type first, as the engine decides (ENGINE.md §4)."""
+    if agent.agent_type == Agent.AgentType.PLAN_EXECUTE:
+        return WORK_PLAN_EXECUTE
+    if agent.planning or getattr(agent, "planning_config", None) is not None:
+        return WORK_PLAN_ACT
+    return WORK_REACT
+
+
 class AgentForm(ServiceErrorsMixin, forms.ModelForm):
     """Every setting of an agent, its tools from the catalogue and its planning settings.
 
@@ -117,6 +146,20 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
     PLANNING_QUICK = "quick"
     PLANNING_CUSTOM = "custom"
 
+    work_mode = forms.ChoiceField(
+        label=_("How should this agent work?"), choices=WORK_MODES, required=False, widget=forms.RadioSelect
+    )
+    # What ``work_mode`` sets: (agent_type, planning_mode). Plan-and-Act stores the advanced
+    # settings as the agent's planning config.
+    WORK_MODE_FIELDS = {
+        WORK_REACT: (Agent.AgentType.REACT, PLANNING_OFF),
+        WORK_PLAN_ACT: (Agent.AgentType.REACT, PLANNING_CUSTOM),
+        WORK_PLAN_EXECUTE: (Agent.AgentType.PLAN_EXECUTE, PLANNING_OFF),
+    }
+
+    # The older pair ``work_mode`` replaced. A post without ``work_mode`` (an older page, a
+    # script) keeps ``agent_type`` and ``planning_mode`` as posted, and what is stored when
+    # they are not posted either.
     planning_mode = forms.ChoiceField(
         label=_("When to plan"),
         choices=[
@@ -125,10 +168,11 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
             (PLANNING_CUSTOM, _("Custom planning settings (below)")),
         ],
         widget=forms.RadioSelect,
-        initial=PLANNING_OFF,
+        required=False,
     )
 
-    service_error_fields = {"planning": "planning_mode", "llm_id": "llm"}
+    # The page asks ``work_mode``, not the older pair: what the service says about planning goes there.
+    service_error_fields = {"planning": "work_mode", "llm_id": "llm"}
 
     class Meta:
         model = Agent
@@ -168,19 +212,27 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
         tools: list[dict[str, Any]],
         agent: Agent | None = None,
     ) -> None:
-        initial: dict[str, Any] = {}
+        initial: dict[str, Any] = {"work_mode": WORK_REACT, "planning_mode": self.PLANNING_OFF}
         config = getattr(agent, "planning_config", None) if agent else None
+        config_initial = forms.model_to_dict(config) if config is not None else None
         if agent is not None:
             initial = forms.model_to_dict(agent, fields=self._meta.fields)
+            initial["work_mode"] = work_mode_of(agent)
             if config is not None:
                 initial["planning_mode"] = self.PLANNING_CUSTOM
             elif agent.planning:
                 initial["planning_mode"] = self.PLANNING_QUICK
+                # What "plan before acting" means (ENGINE.md §2), so saving it keeps it.
+                config_initial = {"reasoning_effort": PlanningConfig.Effort.LOW, "max_attempts": 1}
+            else:
+                initial["planning_mode"] = self.PLANNING_OFF
             for name in agent.tools:
                 initial[f"tool_{name}"] = True
                 for option, value in (agent.tool_options or {}).get(name, {}).items():
                     initial[f"tool_{name}_{option}"] = value
         super().__init__(data, initial=initial)
+        self.agent = agent
+        self.fields["agent_type"].required = False  # set by ``work_mode`` or kept (see above)
         self.fields["llm"].queryset = llms
         self.fields["llm"].empty_label = _("The site default")
         self.tools = tools
@@ -205,7 +257,7 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
             data,
             prefix="planning",
             llms=llms,
-            initial=forms.model_to_dict(config) if config is not None else None,
+            initial=config_initial,
         )
 
     def tool_rows(self) -> list[dict[str, Any]]:
@@ -223,10 +275,27 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
             for tool in self.tools
         ]
 
+    def work_mode_choices(self) -> list[tuple[forms.BoundField, str]]:
+        """The work choices with the sentence that says what each does, for the template."""
+        return [(choice, WORK_MODE_HELP[choice.data["value"]]) for choice in self["work_mode"]]
+
     @property
     def planning_is_custom(self) -> bool:
-        value = self["planning_mode"].value()
-        return value == self.PLANNING_CUSTOM
+        """Whether the advanced planning settings are in use, as chosen or as posted."""
+        mode = self["work_mode"].value()
+        if mode in self.WORK_MODE_FIELDS:
+            return self.WORK_MODE_FIELDS[mode][1] == self.PLANNING_CUSTOM
+        return self["planning_mode"].value() == self.PLANNING_CUSTOM
+
+    @property
+    def planning_errors_shown(self) -> bool:
+        """The advanced planning settings have errors to show (they open for them)."""
+        return self.is_bound and self.planning_is_custom and bool(self.planning_form.errors)
+
+    def clean_agent_type(self) -> str:
+        if self.cleaned_data.get("agent_type"):
+            return self.cleaned_data["agent_type"]
+        return self.agent.agent_type if self.agent is not None else Agent.AgentType.REACT
 
     def is_valid(self) -> bool:
         valid = super().is_valid()
@@ -243,6 +312,9 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        mode = cleaned.get("work_mode")
+        if mode:
+            cleaned["agent_type"], cleaned["planning_mode"] = self.WORK_MODE_FIELDS[mode]
         tools: list[str] = []
         options: dict[str, dict[str, Any]] = {}
         for tool in self.tools:
@@ -268,7 +340,9 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
         data = {name: self.cleaned_data[name] for name in self._meta.fields}
         data["tools"] = self.cleaned_data["tools"]
         data["tool_options"] = self.cleaned_data["tool_options"]
-        mode = self.cleaned_data["planning_mode"]
+        mode = self.cleaned_data.get("planning_mode")
+        if not mode and self.agent is not None:
+            return data  # neither choice posted: the stored planning stays
         data["planning"] = mode == self.PLANNING_QUICK
         data["planning_config"] = (
             {

@@ -22,7 +22,7 @@ from django_htmx.middleware import HtmxDetails
 
 from agents import selectors, services
 from agents.failures import connect_seconds, failure_view
-from agents.forms import AgentForm, LLMForm
+from agents.forms import WORK_MODE_HELP, WORK_MODES, AgentForm, LLMForm, work_mode_of
 from agents.probes import PROBE_CONNECT_SECONDS
 from agents.tools import catalogue
 from planner_site.errors import Conflict, Forbidden, NotFound
@@ -94,9 +94,11 @@ def agent_detail_context(request: HtmxHttpRequest, agent: Any) -> dict[str, Any]
         ask_url = reverse("crews:agent-ask", args=[agent.pk])
     except NoReverseMatch:
         ask_url = None
+    mode = work_mode_of(agent)
     return {
         "agent": agent,
         "tools": tools,
+        "work_mode": {"label": dict(WORK_MODES)[mode], "help": WORK_MODE_HELP[mode], "value": mode},
         "config": getattr(agent, "planning_config", None),
         "can_edit": selectors.agent_can_write(user=request.user, agent=agent),
         "ask_url": ask_url,

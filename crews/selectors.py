@@ -5,10 +5,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, JSONField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from agents.models import Agent, PlanningConfig
@@ -278,13 +281,53 @@ def run_can_write(*, user: Any, run: Run) -> bool:
     return can_build(user) and user.pk in (run.created_by_id, owner_id)
 
 
-def run_list(*, user: Any, crew_id: int | None = None, status: str | None = None) -> QuerySet[Run]:
+def run_list(
+    *,
+    user: Any,
+    crew_id: int | None = None,
+    status: str | None = None,
+    started_by_id: int | None = None,
+    since: date | None = None,
+    until: date | None = None,
+) -> QuerySet[Run]:
+    """The runs ``user`` sees (``run_visible``), newest first; every filter only narrows them.
+
+    ``since`` and ``until`` are days in the current time zone, both included.
+    """
     qs = run_visible(user=user)
     if crew_id is not None:
         qs = qs.filter(crew_id=crew_id)
     if status:
         qs = qs.filter(status=status)
+    if started_by_id is not None:
+        qs = qs.filter(created_by_id=started_by_id)
+    # Compared as instants, not as ``created_at__date``: a function around the column would
+    # keep the (crew, -created_at) index from serving the range. The first and last days a date
+    # can be leave nothing out (and have no day before or after them to compute).
+    if since is not None and since > date.min:
+        qs = qs.filter(created_at__gte=_day_start(since))
+    if until is not None and until < date.max:
+        qs = qs.filter(created_at__lt=_day_start(until + timedelta(days=1)))
     return qs.order_by("-created_at", "-id")
+
+
+def _day_start(day: date) -> datetime:
+    """The first instant of ``day`` in the current time zone (the site's: nothing activates another)."""
+    return datetime.combine(day, time.min, tzinfo=timezone.get_current_timezone())
+
+
+def run_crews(*, user: Any) -> QuerySet[Crew]:
+    """The crews of the runs ``user`` sees: the only ones the history's crew filter offers."""
+    return Crew.objects.filter(pk__in=run_visible(user=user).values("crew_id")).order_by("name", "pk")
+
+
+def run_starters(*, user: Any, crew_id: int | None = None) -> QuerySet[Any]:
+    """The people who started runs ``user`` sees (of one crew with ``crew_id``): the only ones the
+    history's "started by" filter offers."""
+    runs = run_visible(user=user)
+    if crew_id is not None:
+        runs = runs.filter(crew_id=crew_id)
+    return get_user_model().objects.filter(pk__in=runs.values("created_by_id")).order_by("username", "pk")
 
 
 def run_events(*, run: Run | int, after: int = 0, limit: int = 500) -> list[RunEvent]:

@@ -2,6 +2,12 @@
 (function () {
   "use strict";
 
+  // htmx loaded (its deferred script runs before this one): hide the buttons kept for pages
+  // without it (app.css, .without-htmx).
+  if (window.htmx) {
+    document.documentElement.classList.add("has-htmx");
+  }
+
   // The language applies as soon as it is chosen (base.html: the button is for pages without JavaScript).
   document.addEventListener("change", function (evt) {
     if (evt.target && evt.target.id === "language-select" && evt.target.form) {

@@ -26,6 +26,7 @@ from django_htmx.http import reswap, retarget
 from agents import selectors as agent_selectors
 from agents.views import HtmxHttpRequest, agent_detail_context, domain_errors, redirect_after_post
 from crews import runs, selectors
+from crews.forms_runs import RunFilterForm
 from crews.models import Crew, FeedbackRequest, Run, ToolApproval
 from crews.run_view import (
     RUN_SCOPE,
@@ -297,6 +298,11 @@ class RunRow:
         return self.run.message if self.run.crew_id is None else ""
 
     @property
+    def starter(self) -> str:
+        person = self.run.created_by
+        return person.get_full_name() or person.get_username()
+
+    @property
     def status_label(self) -> str:
         return run_status_label(self.run.status)
 
@@ -314,34 +320,40 @@ class RunRow:
 
 
 def _history(request: HtmxHttpRequest, crew: Crew | None) -> HttpResponse:
-    status = request.GET.get("status", "")
-    if status not in Run.Status.values:
-        status = ""
-    runs_qs = selectors.run_list(user=request.user, crew_id=crew.pk if crew else None, status=status or None)
+    crew_id = crew.pk if crew else None
+    form = RunFilterForm(
+        request.GET,
+        crews=None if crew else selectors.run_crews(user=request.user),
+        starters=selectors.run_starters(user=request.user, crew_id=crew_id),
+    )
+    filters = {"crew_id": crew_id, **form.filters()}
+    runs_qs = selectors.run_list(user=request.user, **filters)
     page = Paginator(runs_qs, PAGE_SIZE).get_page(request.GET.get("page"))
     here = reverse("crews:crew-runs", args=[crew.pk]) if crew else reverse("crews:run-list")
     context = {
         "crew": crew,
         "page": page,
         "rows": [RunRow(r) for r in page],
-        "status": status,
-        "statuses": Run.Status.choices,
+        "form": form,
         "here": here,
-        "status_query": f"&status={status}" if status else "",
+        "filter_query": form.query(),
     }
     template = "crews/run_list.html"
-    if request.htmx:
-        template += "#run-table"
+    # Back after hx-push-url may ask htmx for a page it no longer holds: that gets the whole page.
+    if request.htmx and not request.htmx.history_restore_request:
+        template += "#run-history"
     return render(request, template, context)
 
 
 @require_GET
+@vary_on_headers("HX-Request")
 @domain_errors
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
     return _history(request, None)
 
 
 @require_GET
+@vary_on_headers("HX-Request")
 @domain_errors
 def crew_runs(request: HtmxHttpRequest, crew_id: int) -> HttpResponse:
     crew = selectors.crew_get(user=request.user, crew_id=crew_id)

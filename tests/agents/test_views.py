@@ -167,7 +167,7 @@ def test_edit_an_agent_and_switch_planning_from_custom_to_quick(builder: Any) ->
     agent = make_agent(builder, planning_config={"max_steps": 5}, tools=["calculator"])
     client = signed_in(builder)
     form = client.get(reverse("agents:agent-update", args=[agent.pk])).content.decode()
-    assert checked(form, "planning_mode", "custom")
+    assert checked(form, "work_mode", "plan_act")
     assert 'name="planning-max_steps" value="5"' in form
     assert checked(form, "tool_calculator")
 

@@ -640,7 +640,7 @@ def test_the_run_list_filters_by_status_and_shows_duration_tokens_and_cost(build
     assert f"#{done.pk}<" in everything and f"#{waiting.pk}<" in everything and f"#{hidden.pk}<" not in everything
     assert "1 min 15 s" in everything and "1,234" in everything and "$0.0123" in everything
     assert f"#{done.pk}<" in succeeded and f"#{waiting.pk}<" not in succeeded
-    assert fragment.strip().startswith('<div id="run-table"') and f"#{waiting.pk}<" in fragment
+    assert fragment.strip().startswith('<div id="run-history"') and f"#{waiting.pk}<" in fragment
 
 
 def test_a_crews_runs_are_paginated_and_another_users_crew_is_a_404(builder, other_builder):
