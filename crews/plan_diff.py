@@ -1,7 +1,8 @@
 """Differences between two versions of a plan, step by step: what the editor's comparison shows.
 
 Steps are matched by their stable ids, then by text (never by position), and a move is reported
-only for the steps off one longest run that kept its order.
+only for the steps off one longest run that kept its order. Each difference reads as one word:
+added, removed, changed or moved (``StepChange.kind``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ class StepChange:
     @property
     def same(self) -> bool:
         return self.status == "kept" and not (self.changed or self.moved or self.pin_changed)
+
+    @property
+    def kind(self) -> str:
+        """The one word a person reads: "added", "removed", "changed" (its text or its pin),
+        "moved" (only its place), or "same". A step both changed and moved is "changed"; its
+        ``moved`` still says it moved too."""
+        if self.status != "kept":
+            return self.status
+        if self.changed or self.pin_changed:
+            return "changed"
+        return "moved" if self.moved else "same"
 
 
 @dataclass
@@ -77,18 +89,23 @@ def _same_text_steps(
     old_where: Mapping[int, tuple[int, int, str, bool]],
     new_uids: set[int],
 ) -> dict[int, int]:
-    """New step id -> old step id, for a step only in ``new`` whose task had a step with the same
-    text that is only in ``old`` (each old step pairs once, in order)."""
+    """New step id -> old step id, for a step only in ``new`` with the same text as a step only in
+    ``old``: first of its own task, then of another task (a step moved there, written again).
+    Each old step pairs once, in order."""
     gone: dict[tuple[int, str], list[int]] = {}
     for task_id, steps in old.items():
         for uid, text, _pinned in steps:
             if uid not in new_uids:
                 gone.setdefault((task_id, text), []).append(uid)
+    fresh = [(task_id, uid, text) for task_id, steps in new.items() for uid, text, _pinned in steps
+             if uid not in old_where]
     was: dict[int, int] = {}
-    for task_id, steps in new.items():
-        for uid, text, _pinned in steps:
-            if uid not in old_where and (same := gone.get((task_id, text))):
-                was[uid] = same.pop(0)
+    for task_id, uid, text in fresh:
+        if same := gone.get((task_id, text)):
+            was[uid] = same.pop(0)
+    for _task_id, uid, text in fresh:
+        if uid not in was and (same := next((ids for (_t, t), ids in gone.items() if t == text and ids), None)):
+            was[uid] = same.pop(0)
     return was
 
 
@@ -100,9 +117,10 @@ def diff_versions(
     """Compare two versions step by step, by stable id, then by text (never by position).
 
     A step is *added* or *removed* when its id is in only one version, unless the other version
-    has a step of the same task with the very same text and an id of its own: then the two are
-    one step (as after a regeneration that wrote a step again). A kept step is *changed* when its
-    text differs, *moved* when it left its task or its place among the steps both versions share
+    has a step with the very same text and an id of its own (of the same task first, then of
+    another): then the two are one step (as after a regeneration that wrote a step again), moved
+    if it changed task. A kept step is *changed* when its text or its pin differs, *moved* when it
+    left its task or its place among the steps both versions share
     changed: the fewest moves that explain the new order (the steps off one longest increasing
     run of old places), so deleting step 1 does not make every later step "moved".
     Removed steps are listed where they used to be, after the step that preceded them.
@@ -132,10 +150,11 @@ def diff_versions(
                 continue
             moved = before[0] != task_id or key not in stayed
             changed = before[2] != text
+            pin_changed = before[3] != pinned
             counts["moved"] += moved
-            counts["changed"] += changed
+            counts["changed"] += changed or pin_changed
             rows.append(StepChange(uid, "kept", text, old_text=before[2] if changed else "", changed=changed,
-                                   moved=moved, pin_changed=before[3] != pinned, pinned=pinned, number=number))
+                                   moved=moved, pin_changed=pin_changed, pinned=pinned, number=number))
         # Removed steps go back where they were: after the nearest earlier step still listed.
         anchor: int | None = None
         inserts: dict[int | None, list[StepChange]] = {}

@@ -1,4 +1,5 @@
-// Plan editor: in-place editing keys, drag and drop through SortableJS, "Saving…", focus.
+// Plan editor: in-place editing keys, drag and drop through SortableJS, "Saving…" as a toast,
+// keyboard shortcuts on a focused step, focus.
 // The page works without this file: every control is a plain form or link, and the Move
 // up / Move down buttons reorder from the keyboard. The server renders every change.
 (function () {
@@ -12,6 +13,7 @@
   function setStatus(key) {
     var region = status();
     if (region && region.dataset[key]) {
+      region.dataset.state = key;
       region.textContent = region.dataset[key];
     }
   }
@@ -179,7 +181,128 @@
     }
   });
 
-  // Saving… / Saved --------------------------------------------------------------------------
+  // Keyboard shortcuts ----------------------------------------------------------------------
+  // On a focused step (its card, or one of its buttons), never while typing. Each key presses
+  // the step's own control, so a shortcut does exactly what its button does (and saves the
+  // same way). The list people read is #plan-shortcuts (plan_detail.html); "?" opens it.
+
+  var STEP_KEYS = {e: "edit", a: "add", p: "pin", Delete: "delete", Backspace: "delete"};
+  var MOVE_KEYS = {ArrowUp: "up", ArrowDown: "down"};
+
+  function has(table, key) {
+    return Object.prototype.hasOwnProperty.call(table, key);
+  }
+
+  function isTyping(element) {
+    return !!element && (element.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(element.tagName));
+  }
+
+  function pressControl(uid, part) {
+    var control = document.getElementById("step-" + uid + "-" + part);
+    if (!control || control.disabled) {
+      return false;
+    }
+    control.click();
+    return true;
+  }
+
+  // The step above or below, across tasks: arrows walk the plan like a list.
+  function neighbour(step, offset) {
+    var steps = Array.prototype.slice.call(document.querySelectorAll("#plan-editor .step[tabindex]"));
+    return steps[steps.indexOf(step) + offset] || null;
+  }
+
+  function toggleShortcuts() {
+    var help = document.getElementById("plan-shortcuts");
+    if (!help) {
+      return false;
+    }
+    help.open = !help.open;
+    if (help.open) {
+      help.querySelector("summary").focus();
+      help.scrollIntoView({block: "nearest"});
+    }
+    return true;
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.isComposing || event.ctrlKey || event.metaKey || isTyping(event.target)) {
+      return;
+    }
+    if (event.key === "?" && !event.altKey) {
+      if (toggleShortcuts()) {
+        event.preventDefault();
+      }
+      return;
+    }
+    var step = event.target.closest && event.target.closest(".step[tabindex]");
+    if (!step) {
+      return;
+    }
+    var key = event.key.length === 1 ? event.key.toLowerCase() : event.key;
+    var done = false;
+    // A key held down repeats: a control (move, pin, delete…) acts once per press, not once per
+    // repeat, which would save again and again and delete the steps that follow. The arrows
+    // alone only walk the list, and may repeat.
+    if (event.altKey) {
+      done = has(MOVE_KEYS, key) && (event.repeat || pressControl(step.dataset.stepId, MOVE_KEYS[key]));
+    } else if (has(MOVE_KEYS, key) && event.target === step) {
+      var next = neighbour(step, key === "ArrowUp" ? -1 : 1);
+      if (next) {
+        next.focus();
+      }
+      done = true;  // at either end, the page does not scroll away either
+    } else if (has(STEP_KEYS, key) && !(key.length === 1 && event.shiftKey)) {
+      done = event.repeat || pressControl(step.dataset.stepId, STEP_KEYS[key]);
+    }
+    if (done) {
+      event.preventDefault();
+    }
+  });
+
+  // Saving… / Saved, as a toast ---------------------------------------------------------------
+  // #plan-save-status sits in the page head, out of sight once a long plan scrolls, so
+  // plan-editor.css pins it to the bottom of the window, in view wherever the step that changed
+  // is. Each new message shows it for a while; it stays in the page (only faded), so screen
+  // readers hear every message (aria-live), and a failure stays until the next message.
+
+  var toastTimer = null;
+
+  function showToast(region) {
+    region.classList.add("save-status--shown");
+    window.clearTimeout(toastTimer);
+    if (region.dataset.state !== "failed") {
+      toastTimer = window.setTimeout(function () {
+        region.classList.remove("save-status--shown");
+      }, 6000);
+    }
+  }
+
+  function watchToast() {
+    var region = status();
+    if (!region || region.dataset.watched) {
+      return;
+    }
+    region.dataset.watched = "1";
+    if (region.textContent.trim()) {
+      showToast(region);  // a message the page came with (a plain form's answer)
+    }
+    new MutationObserver(function () {
+      if (region.textContent.trim()) {
+        showToast(region);
+      } else {
+        region.classList.remove("save-status--shown");
+      }
+    }).observe(region, {childList: true, characterData: true, subtree: true});
+  }
+
+  // An answer's message (filled in out of band) is not a failure of the connection.
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var region = status();
+    if (region && event.detail.target === region) {
+      delete region.dataset.state;
+    }
+  });
 
   document.addEventListener("htmx:beforeRequest", function (event) {
     var config = event.detail.requestConfig;
@@ -204,6 +327,7 @@
   });
 
   function onLoad(root) {
+    watchToast();
     initSortable(root);
     var textarea = root.querySelector && root.querySelector("[data-step-form] textarea[autofocus]");
     if (textarea) {

@@ -21,10 +21,11 @@ def step_card(context: Context) -> SafeString:
 
 
 @register.simple_tag(takes_context=True)
-def step_cards(context: Context) -> SafeString:
-    """Every card of ``section``, in order."""
+def step_cards(context: Context, *, start: int = 0, stop: int | None = None) -> SafeString:
+    """Every card of ``section`` in order, or those of ``steps[start:stop]`` (around an Undo)."""
     section = context["section"]
-    return context["editor_parts"].cards(section.steps, task_id=section.task.pk, regenerating=section.regenerating)
+    return context["editor_parts"].cards(section.steps[start:stop], task_id=section.task.pk,
+                                         regenerating=section.regenerating)
 
 
 @register.simple_tag(takes_context=True)

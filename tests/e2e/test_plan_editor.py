@@ -256,8 +256,106 @@ def test_a_steps_actions_show_on_hover_and_on_keyboard_focus_only(page: Page) ->
     page.mouse.move(0, 0)
     expect(actions).to_have_css("opacity", "0")
 
-    # From the keyboard: tabbing into the step's actions shows them.
+    # From the keyboard: tabbing onto the step (its shortcuts act on it) and into its actions
+    # shows them.
     first.get_by_role("button", name="Delete: step 1").focus()
+    page.keyboard.press("Tab")
+    expect(second).to_be_focused()
+    expect(actions).to_have_css("opacity", "1")
     page.keyboard.press("Tab")
     expect(second.get_by_role("link", name="Edit: step 2")).to_be_focused()
     expect(actions).to_have_css("opacity", "1")
+
+
+def test_keyboard_shortcuts_act_on_the_focused_step_and_not_while_typing(page: Page) -> None:
+    draft_plan(page)
+    research = task(page, "Research")
+    before = step_texts(research)
+    assert len(before) >= 3
+    cards = research.locator(".step")
+
+    # "?" opens the list of shortcuts.
+    page.keyboard.press("?")
+    shortcuts = page.locator("#plan-shortcuts")
+    expect(shortcuts.get_by_text("Move it up or down")).to_be_visible()
+    expect(shortcuts.get_by_text("Keyboard shortcuts")).to_be_focused()
+
+    # Alt+ArrowDown moves the focused step down, and the focus stays on it.
+    cards.first.focus()
+    page.keyboard.press("Alt+ArrowDown")
+    expect(page.locator(STATUS)).to_have_text(f"Step moved down: now step 2 of {len(before)}.")
+    expect(cards.nth(1).locator(".step__text")).to_have_text(before[0])
+    expect(cards.nth(1)).to_be_focused()
+
+    # P pins it.
+    page.keyboard.press("p")
+    expect(page.locator(STATUS)).to_have_text("Step 2 pinned.")
+    expect(cards.nth(1)).to_have_class(re.compile(r"\bstep--pinned\b"))
+    expect(cards.nth(1)).to_be_focused()
+
+    # A key held down acts once: the second keydown is a repeat, and P then neither pins nor
+    # unpins again (the reload below counts the versions).
+    page.keyboard.down("p")
+    expect(page.locator(STATUS)).to_have_text("Step 2 unpinned.")
+    expect(cards.nth(1)).to_be_focused()
+    page.keyboard.down("p")  # Playwright sends it with repeat set, as a held key does
+    page.keyboard.up("p")
+    page.keyboard.press("p")
+    expect(page.locator(STATUS)).to_have_text("Step 2 pinned.")
+    expect(cards.nth(1)).to_have_class(re.compile(r"\bstep--pinned\b"))
+    expect(cards.nth(1)).to_be_focused()
+
+    # E edits it; while typing, the shortcut keys are only text.
+    page.keyboard.press("e")
+    box = research.get_by_role("textbox", name="Text of step 2")
+    page.wait_for_load_state("networkidle")  # type once htmx settled the form (see above)
+    expect(box).to_be_focused()
+    box.fill("Ask the ranger")
+    box.press("End")
+    for key in ("p", "e", "a", "Delete", "Alt+ArrowUp", "?"):
+        box.press(key)
+    expect(box).to_have_value("Ask the rangerpea?")
+    expect(shortcuts).to_have_attribute("open", "")  # "?" in the field did not close the list
+    box.press("Enter")
+    expect(page.locator(STATUS)).to_have_text("Saved: version 6.")
+
+    # The arrow keys walk to the next step; Delete deletes it, with Undo where it was.
+    cards.nth(1).focus()
+    page.keyboard.press("ArrowDown")
+    expect(cards.nth(2)).to_be_focused()
+    gone = step_texts(research)[2]
+    page.keyboard.press("Delete")
+    expect(page.locator(STATUS)).to_have_text("Step 3 deleted.")
+    expect(research.get_by_role("button", name="Undo")).to_be_focused()
+    expect(cards).to_have_count(len(before) - 1)
+
+    # Saved, every one of them: a reload shows the move, the pin, the edit and the delete, and
+    # the keys typed in the field saved nothing else (seven versions: draft and six edits).
+    page.reload()
+    expect(research.locator(".step__text")).to_have_count(len(before) - 1)
+    texts = step_texts(research)
+    assert texts[:2] == [before[1], "Ask the rangerpea?"] and gone not in texts
+    expect(research.locator(".step").nth(1)).to_have_class(re.compile(r"\bstep--pinned\b"))
+    expect(page.get_by_role("region", name="Versions").get_by_role("listitem")).to_have_count(7)
+
+
+def test_at_360_px_the_save_message_and_undo_show_where_the_eye_is(page: Page) -> None:
+    page.set_viewport_size({"width": 360, "height": 740})
+    draft_plan(page)
+    report = task(page, "Report")
+    last = report.locator(".step").last
+    last.scroll_into_view_if_needed()
+
+    last.get_by_role("button", name=re.compile(r"^Pin: step \d+$")).click()
+    status = page.locator(STATUS)
+    expect(status).to_have_text(re.compile(r"^Step \d+ pinned\.$"))
+    expect(status).to_be_in_viewport()
+    expect(status).to_have_css("opacity", "1")
+    expect(status).to_have_attribute("aria-live", "polite")
+
+    report.locator(".step").last.get_by_role("button", name=re.compile(r"^Delete: step \d+$")).click()
+    undo = report.get_by_role("button", name="Undo")
+    expect(undo).to_be_focused()
+    expect(undo).to_be_in_viewport()
+    expect(status).to_have_text(re.compile(r"^Step \d+ deleted\.$"))
+    expect(status).to_be_in_viewport()
