@@ -4,7 +4,8 @@
 Only geometry lives here; the markup, the words and their translations are the template's. The
 layout is one column (it reads the same at 360 px as at 1366 px): a box a task, an arrow down to
 the next, and each context link that skips a task as a curve on the right, one lane a link so
-curves never overlap. A hierarchical crew's manager stands above, with a line to every task.
+curves never overlap. A hierarchical crew's manager stands above, with a line to every task. On a
+run's page each box has a third line: the task's status and how many of its steps are done.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ GAP = 28
 LANE = 12  # the room a context curve takes on the right
 MARGIN = 8
 MANAGER_HEIGHT = 40
+STATUS_LINE = 20  # a run's boxes: the line with the task's status and steps
 INDENT = 24
 TITLE_CHARS = 25
 AGENT_CHARS = 36
@@ -36,6 +38,8 @@ class Box:
     y: int
     steps: int | None = None  # the plan's steps for this task, when a plan is shown
     status: str = ""  # a run's status of the task, when a run is shown
+    done: int | None = None  # a run's steps done of ``steps``
+    height: int = BOX_HEIGHT
 
     @property
     def mid_x(self) -> int:
@@ -43,7 +47,7 @@ class Box:
 
     @property
     def bottom(self) -> int:
-        return self.y + BOX_HEIGHT
+        return self.y + self.height
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +68,11 @@ class Diagram:
     manager_lines: list[str] = field(default_factory=list)
     width: int = WIDTH
     height: int = 0
+    box_height: int = BOX_HEIGHT
 
     @property
     def box_width(self) -> int:
         return BOX_WIDTH
-
-    @property
-    def box_height(self) -> int:
-        return BOX_HEIGHT
 
     @property
     def manager_height(self) -> int:
@@ -88,11 +89,20 @@ class Diagram:
 
 def manager_label(crew: Any) -> str | None:
     """What the diagram calls a hierarchical crew's manager (None: the crew has none)."""
-    from django.utils.translation import gettext as _
-
     if crew.process != "hierarchical":
         return None
-    return crew.manager_llm.name if crew.manager_llm_id else _("the site default LLM")
+    return manager_of(crew.process, crew.manager_llm.name if crew.manager_llm_id else None)
+
+
+def manager_of(process: str | None, llm_name: str | None) -> str | None:
+    """``manager_label`` from what a crew, or a run's snapshot of one, says: its process and its
+    manager LLM's name (None: the site default). Lazy, as a socket's run view is built before it
+    knows its reader's language."""
+    from django.utils.translation import gettext_lazy
+
+    if process != "hierarchical":
+        return None
+    return llm_name or gettext_lazy("the site default LLM")
 
 
 def _short(text: str, limit: int) -> str:
@@ -102,29 +112,35 @@ def _short(text: str, limit: int) -> str:
 
 def crew_diagram(tasks: Iterable[Any], *, manager: str | None = None,
                  steps: Mapping[int, int] | None = None, statuses: Mapping[int, str] | None = None,
+                 done: Mapping[int, int] | None = None,
                  context: Mapping[int, Iterable[int]] | None = None) -> Diagram:
-    """The diagram of ``tasks`` (models or rows with ``pk``, ``name``, ``agent``), in order.
+    """The diagram of ``tasks`` (models or rows with ``pk``, ``name``, ``agent``: a model or its
+    name), in order.
 
     ``context`` maps a task id to the ids it reads (default: each task's prefetched
-    ``context``); ``steps`` and ``statuses`` (by task id) add a plan's step counts and a run's
-    statuses to the boxes; ``manager`` draws a hierarchical crew's manager above them.
+    ``context``); ``steps`` (by task id) adds a plan's step counts to the boxes; ``statuses``
+    draws a run: each box gets a line with the task's status and its ``done`` steps of
+    ``steps``. ``manager`` draws a hierarchical crew's manager above them.
     """
     tasks = list(tasks)
-    steps, statuses = steps or {}, statuses or {}
+    steps, statuses, done = steps or {}, statuses or {}, done or {}
     if context is None:
         context = {t.pk: [c.pk for c in t.context.all()] for t in tasks}
     number = {t.pk: n for n, t in enumerate(tasks, start=1)}
-    diagram = Diagram(manager=manager)
+    height = BOX_HEIGHT + (STATUS_LINE if statuses else 0)
+    diagram = Diagram(manager=manager, box_height=height)
     top = MARGIN + (MANAGER_HEIGHT + GAP if manager else 0)
     indent = INDENT if manager else 0  # the manager's lines run down the left gutter
     for n, task in enumerate(tasks, start=1):
         agent = getattr(task, "agent", None)
+        agent_name = agent if isinstance(agent, str) or agent is None else agent.name
+        # A plan's step count shares the title's line ("12 steps"); a run's has a line of its own.
+        room = 7 if task.pk in steps and not statuses else 0
         diagram.boxes.append(Box(
-            number=n, task_id=task.pk, full_title=task.name,
-            title=_short(task.name, TITLE_CHARS - (7 if task.pk in steps else 0)),  # room for "12 steps"
-            agent=_short(agent.name, AGENT_CHARS) if agent is not None else "",
-            x=MARGIN + indent, y=top + (n - 1) * (BOX_HEIGHT + GAP), steps=steps.get(task.pk),
-            status=statuses.get(task.pk, ""),
+            number=n, task_id=task.pk, full_title=task.name, title=_short(task.name, TITLE_CHARS - room),
+            agent=_short(agent_name, AGENT_CHARS) if agent_name else "",
+            x=MARGIN + indent, y=top + (n - 1) * (height + GAP), steps=steps.get(task.pk),
+            status=statuses.get(task.pk, ""), done=done.get(task.pk), height=height,
         ))
     boxes = diagram.boxes
     for above, below in zip(boxes, boxes[1:], strict=False):
@@ -139,14 +155,14 @@ def crew_diagram(tasks: Iterable[Any], *, manager: str | None = None,
             source, target = boxes[number[source_id] - 1], boxes[number[task.pk] - 1]
             lane += 1
             out = right + LANE * lane
-            y1, y2 = source.y + BOX_HEIGHT // 2, target.y + BOX_HEIGHT // 2
+            y1, y2 = source.y + height // 2, target.y + height // 2
             diagram.links.append(Link(source.number, target.number,
                                       f"M{right} {y1} C{out} {y1} {out} {y1} {out} {y1 + 12} "
                                       f"V{y2 - 12} C{out} {y2} {out} {y2} {right + 2} {y2}"))
     if manager:
         trunk = MARGIN + indent // 2
         for box in boxes:
-            diagram.manager_lines.append(f"M{trunk} {MARGIN + MANAGER_HEIGHT} V{box.y + BOX_HEIGHT // 2} H{box.x - 2}")
+            diagram.manager_lines.append(f"M{trunk} {MARGIN + MANAGER_HEIGHT} V{box.y + height // 2} H{box.x - 2}")
     diagram.width = max(WIDTH, right + LANE * (lane + 1) + MARGIN)
     diagram.height = (boxes[-1].bottom if boxes else top) + MARGIN
     return diagram

@@ -3,7 +3,7 @@
 from django.urls import path
 
 from crews.views import crews as views
-from crews.views import interop, plans, runs
+from crews.views import interop, plans, run_poll, runs
 
 app_name = "crews"
 urlpatterns = [
@@ -20,4 +20,5 @@ urlpatterns = [
     *plans.urlpatterns,
     *interop.urlpatterns,
     *runs.urlpatterns,
+    *run_poll.urlpatterns,
 ]

@@ -1,6 +1,6 @@
-// The live run page: exactly-once events, reconnection from the last event shown, the clock,
-// and Copy. The page works without this file (a reload shows everything so far); only the live
-// stream needs it.
+// The live run page: exactly-once events, reconnection from the last event shown, polling when
+// the socket cannot connect, the clock, and Copy. The page works without this file (a reload
+// shows everything so far); only the live stream needs it.
 (function () {
   "use strict";
 
@@ -39,32 +39,45 @@
 
   // A stored event's message carries its log row, <li id="event-N">. One already on the page
   // (or older than the newest shown) is dropped whole, with every part it would re-render.
+  // Messages come from the socket or, when it cannot connect, from polling: both pass here.
   var counter = document.querySelector("[data-event-count]");
-  page.addEventListener("htmx:wsBeforeMessage", function (evt) {
-    var match = /id="event-(\d+)"/.exec(evt.detail.message);
+
+  function accept(message) {
+    var match = /id="event-(\d+)"/.exec(message);
     if (!match) {
-      return; // streamed tokens: never stored, never repeated
+      return true; // streamed tokens: never stored, never repeated
     }
     var seq = parseInt(match[1], 10);
     if (seq <= lastSeq() || document.getElementById("event-" + seq)) {
-      evt.preventDefault();
-      return;
+      return false;
     }
     page.setAttribute("data-last-seq", String(seq));
     if (counter) {
       counter.textContent = String((parseInt(counter.textContent, 10) || 0) + 1);
     }
-  });
+    return true;
+  }
 
   // A part re-rendered by the socket may hold the focused control (Stop becomes Run again):
   // focus then moves to the element with the same id, or to the first control of its part.
   var focused = null;
-  page.addEventListener("htmx:wsBeforeMessage", function () {
+
+  function rememberFocus() {
     var active = document.activeElement;
     focused = active && active !== document.body && active.id ? active.id : null;
+  }
+
+  page.addEventListener("htmx:wsBeforeMessage", function (evt) {
+    if (!accept(evt.detail.message)) {
+      evt.preventDefault();
+      return;
+    }
+    rememberFocus();
   });
 
-  page.addEventListener("htmx:wsAfterMessage", function () {
+  page.addEventListener("htmx:wsAfterMessage", afterMessage);
+
+  function afterMessage() {
     if (finished()) {
       setConnection(""); // a finished or stopped run is not "Live", though its socket still is
     }
@@ -88,7 +101,7 @@
       }
       target.focus();
     }
-  });
+  }
 
   // The socket renders its parts without a request, so the plain forms among them ("Run
   // again", "Resume", "Run again from this task" once a run ends live) carry no CSRF token.
@@ -121,26 +134,134 @@
   function setConnection(state) {
     page.classList.toggle("is-live", state === "live");
     page.classList.toggle("is-reconnecting", state === "reconnecting");
+    page.classList.toggle("is-polling", state === "polling");
     if (conn) {
       conn.textContent = state ? conn.getAttribute("data-" + state) || "" : "";
     }
   }
 
+  // Polling, when the socket cannot connect (a proxy or network that drops websockets): every
+  // POLL_MS the page asks crews:run-poll for the messages of the events after the last one it
+  // shows, and swaps them in as the websocket extension would. The socket keeps trying to
+  // reconnect meanwhile; once it opens, polling stops.
+  var POLL_MS = 2000;
+  var FAILURES_BEFORE_POLLING = 3; // closes in a row without an open, once the socket had opened
+  var pollUrl = conn ? conn.getAttribute("data-poll-url") : null;
+  var opened = false;
+  var failures = 0;
+  var polling = false;
+  var pollTimer = null;
+  var gone = false; // signed out, or the run is no longer visible: neither socket nor poll can help
+  var swapApi = null;
+  if (window.htmx) {
+    // Not used as an extension: its init hands over the API the websocket extension swaps with.
+    window.htmx.defineExtension("run-poll", { init: function (api) { swapApi = api; } });
+  }
+
+  function swapIn(message) {
+    if (!accept(message)) {
+      return;
+    }
+    rememberFocus();
+    var settleInfo = swapApi.makeSettleInfo(page);
+    var children = Array.prototype.slice.call(swapApi.makeFragment(message).children);
+    for (var i = 0; i < children.length; i++) {
+      swapApi.oobSwap(swapApi.getAttributeValue(children[i], "hx-swap-oob") || "true", children[i], settleInfo);
+    }
+    swapApi.settleImmediately(settleInfo.tasks);
+    afterMessage();
+  }
+
+  function goneForGood(state) {
+    gone = true;
+    stopPolling();
+    setConnection(state);
+  }
+
+  function schedulePoll(delay) {
+    window.clearTimeout(pollTimer);
+    pollTimer = polling ? window.setTimeout(poll, delay) : null;
+  }
+
+  function poll() {
+    var url = new URL(pollUrl, window.location.href);
+    url.searchParams.set("after", String(lastSeq()));
+    window.fetch(url.toString(), { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (response.status === 401 || response.redirected) { // a redirect: to the sign-in page
+          goneForGood("signed-out");
+          return null;
+        }
+        if (response.status === 403 || response.status === 404) {
+          goneForGood("gone");
+          return null;
+        }
+        if (!response.ok) {
+          throw new Error("poll " + response.status);
+        }
+        return response.json();
+      })
+      .then(function (body) {
+        if (!body || !polling) {
+          return;
+        }
+        for (var i = 0; i < body.events.length; i++) {
+          swapIn(body.events[i].html);
+        }
+        if (body.finished || finished()) {
+          stopPolling();
+          setConnection("");
+          return;
+        }
+        schedulePoll(body.more ? 0 : POLL_MS);
+      })
+      .catch(function () {
+        schedulePoll(POLL_MS); // the server is away too: ask again later
+      });
+  }
+
+  function startPolling() {
+    if (gone || polling || !pollUrl || !swapApi || finished()) {
+      return;
+    }
+    polling = true;
+    setConnection("polling");
+    schedulePoll(0);
+  }
+
+  function stopPolling() {
+    polling = false;
+    schedulePoll(0);
+  }
+
   page.addEventListener("htmx:wsOpen", function () {
+    gone = false; // signed in again (in another tab): the socket replays what the page missed
+    opened = true;
+    failures = 0;
+    stopPolling();
     setConnection("live");
   });
 
   page.addEventListener("htmx:wsClose", function (evt) {
     var code = evt.detail && evt.detail.event ? evt.detail.event.code : 1006;
+    if (gone) {
+      return; // said already; a later retry must not start polling again
+    }
     if (code === 4401 || code === 4404) {
-      setConnection("gone"); // signed out, or the run is no longer visible: retrying cannot help
+      goneForGood(code === 4401 ? "signed-out" : "gone"); // retrying cannot help
       return;
     }
     if (finished()) {
       setConnection("");
       return;
     }
-    setConnection("reconnecting");
+    failures += 1;
+    if (!opened || failures >= FAILURES_BEFORE_POLLING) {
+      startPolling(); // it never connected, or keeps failing to: poll while it retries
+    }
+    if (!polling) {
+      setConnection("reconnecting");
+    }
     if (RETRIED.indexOf(code) < 0 && evt.detail && evt.detail.socketWrapper) {
       // A server going away cleanly (1001) or closing normally: try again as for a drop.
       var wrapper = evt.detail.socketWrapper;

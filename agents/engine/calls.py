@@ -11,7 +11,7 @@ import collections
 import dataclasses
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,11 @@ class BudgetExceeded(Exception):
         self.next_call = next_call
 
 
+# A wait for a rate limiter's slot longer than this is said (``llm.waiting``): a shorter one would
+# only flash on the run page.
+WAIT_WORTH_SAYING = 1.0
+
+
 class RateLimiter:
     """A sliding one-minute window of request start times; waits only until a slot frees."""
 
@@ -87,7 +92,13 @@ class RateLimiter:
         self.clock = clock
         self._starts: collections.deque[float] = collections.deque()
 
-    async def acquire(self, cancel: CancelToken | None = None) -> None:
+    async def acquire(self, cancel: CancelToken | None = None,
+                      on_wait: Callable[[float], Awaitable[None]] | None = None) -> None:
+        """Take a slot, waiting until one frees; ``on_wait`` hears the first wait longer than
+        ``WAIT_WORTH_SAYING`` seconds before it starts, once: the callers queued here all wake as
+        the window moves and all but one wait again, which said each time grew with the square of
+        the queue (20 calls at 1 rpm: 190 ``llm.waiting`` events)."""
+        said = False
         while True:
             now = self.clock.monotonic()
             while self._starts and now - self._starts[0] >= 60.0:
@@ -96,6 +107,9 @@ class RateLimiter:
                 self._starts.append(now)
                 return
             wait = 60.0 - (now - self._starts[0])
+            if on_wait is not None and not said and wait > WAIT_WORTH_SAYING:
+                said = True
+                await on_wait(wait)
             if cancel is not None:
                 await cancel.race(self.clock.sleep(wait))
             else:
@@ -375,7 +389,7 @@ class LLMCaller:
         keep = self.emit.keeps_llm_calls
         attempts = llm.max_retries + 1
         limiters = [
-            limiter
+            (key, limiter)
             for key, rpm in ((llm.key, llm.rpm), *self.rpm_limits)
             if (limiter := self.limiters.get(key, rpm)) is not None
         ]
@@ -387,8 +401,8 @@ class LLMCaller:
             input_tokens = estimate_tokens(request)
             priced = await self.worst_cost(request, scope, input_tokens)
             await self.check(scope, next_input_tokens=input_tokens, next_cost=priced)
-            for limiter in limiters:
-                await limiter.acquire(self.cancel)
+            for key, limiter in limiters:
+                await limiter.acquire(self.cancel, self._waiting(request, key, limiter.rpm, step_id))
             self.cancel.raise_if_cancelled()
             await self.emit("llm.started", {"model": llm.model, "purpose": request.purpose}, step_id=step_id)
             started = self.clock.monotonic()
@@ -413,18 +427,21 @@ class LLMCaller:
                 # A host that did not take the connection is given up at once: it is down or the
                 # address is wrong, and retrying would hold a run for max_retries connect timeouts.
                 retrying = attempt < attempts and exc.kind != UNREACHABLE
+                delay = exc.retry_after if exc.retry_after is not None else self.backoff_base * (2 ** (attempt - 1))
+                delay = min(delay, self.backoff_cap)
+                lost: dict[str, Any] = {"model": llm.model, "purpose": request.purpose, "error": str(exc),
+                                        "retrying": retrying, "attempt": attempt, "kind": exc.kind}
+                if retrying:  # what the run waits for now: retry ``attempt`` of ``max_retries``, in ``retry_in`` s
+                    lost.update(retry_in=round(delay, 1), max_retries=llm.max_retries)
                 await self.emit(
-                    "llm.failed",
-                    {"model": llm.model, "purpose": request.purpose, "error": str(exc), "retrying": retrying, "attempt": attempt,
-                     "kind": exc.kind},
+                    "llm.failed", lost,
                     step_id=step_id, call=call_record(sent, error=str(exc)) if keep else None,
                 )
                 if not retrying:
                     self.cancel.raise_if_cancelled()  # a call that failed while stopping: a stop
                     exc.retries_spent = True
                     raise
-                delay = exc.retry_after if exc.retry_after is not None else self.backoff_base * (2 ** (attempt - 1))
-                await self.cancel.race(self.clock.sleep(min(delay, self.backoff_cap)))
+                await self.cancel.race(self.clock.sleep(delay))
                 continue
             except LLMError as exc:
                 again = isinstance(exc, FormUnsupportedError) and exc.form == STREAM and sent.stream
@@ -474,6 +491,19 @@ class LLMCaller:
             )
             return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _waiting(self, request: LLMRequest, key: str, rpm: int, step_id: str | None) -> Callable[[float], Awaitable[None]]:
+        """What a wait for a slot of the limiter ``key`` says: ``llm.waiting``, with whose limit
+        it is (the model's own, the calling agent's or the crew's) and how long it lasts."""
+        whose = "model" if key == request.llm.key else "agent" if key.startswith("agent:") else "crew"
+
+        async def say(seconds: float) -> None:
+            await self.emit("llm.waiting", {
+                "model": request.llm.model, "purpose": request.purpose, "reason": "rate_limit",
+                "seconds": round(seconds, 1), "limit": whose, "rpm": rpm,
+            }, step_id=step_id)
+
+        return say
 
     def _streaming(
         self, request: LLMRequest, on_delta: DeltaCallback | None, step_id: str | None,

@@ -1,7 +1,8 @@
 """A run as people read it: its stored events folded once into tasks, plans, steps, tools and LLM calls.
 
 - ``fold``: ``RunView``, the run's state after its events (building, reading, ``apply``), and the
-  run's own events; ``fold_tasks``: the events inside its tasks.
+  run's own events; ``fold_tasks``: the events inside its tasks; ``fold_progress``: the crew's
+  diagram with each task's status, and what the run waits for.
 - ``state``: the parts of a run (``TaskView``, ``Step``, ``LLMCall``…), plain dataclasses.
 - ``render``: the socket's message for an event (``render_event_html``); the markup itself is in
   ``templates/crews/run_parts.jinja`` (the hot fragments, Jinja2 macros) and

@@ -25,6 +25,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from crews.models import Run, RunEvent, RunTask
 from crews.run_view.fold_checks import CheckEvents
 from crews.run_view.fold_knowledge import KnowledgeEvents
+from crews.run_view.fold_progress import ProgressParts, run_manager
 from crews.run_view.fold_tasks import TaskEvents, crew_plan_steps, plan_key
 from crews.run_view.state import (
     Change,
@@ -61,7 +62,7 @@ _RESUMED_BY: dict[str, tuple[str, ...]] = {
 }
 
 
-class RunView(TaskEvents, CheckEvents, KnowledgeEvents, UsageAndOutput):
+class RunView(TaskEvents, CheckEvents, KnowledgeEvents, ProgressParts, UsageAndOutput):
     """The run's state after its events up to ``last_seq``; ``apply`` moves it one event on."""
 
     def __init__(self, run: Run, tasks: Iterable[RunTask] = (), *, started_task_ids: Iterable[int] = ()) -> None:
@@ -79,6 +80,7 @@ class RunView(TaskEvents, CheckEvents, KnowledgeEvents, UsageAndOutput):
         # words it (agents/_llm_failure.html); an answer after it clears it.
         self.provider_failure: dict[str, Any] | None = None
         self.waiting: dict[str, Any] | None = None  # what the run waits for a person to do
+        self.holds: dict[tuple[int | None, str | None], dict[str, Any]] = {}  # LLM calls held back
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.cost_usd = 0.0
@@ -129,6 +131,7 @@ class RunView(TaskEvents, CheckEvents, KnowledgeEvents, UsageAndOutput):
             started = set(RunEvent.objects.filter(run_id=run.pk, type="task.started")
                           .values_list("task_id", flat=True))
         view = cls(run, RunTask.objects.filter(run_id=run.pk).order_by("order"), started_task_ids=started)
+        view.manager = run_manager(run)
         approved = [plan_key(r[4]) for r in rows if r[1] == "crew_plan.approved"]
         if approved and approved[-1] is not None:
             view.plan_steps[approved[-1]] = crew_plan_steps(*approved[-1])
@@ -267,10 +270,14 @@ class RunView(TaskEvents, CheckEvents, KnowledgeEvents, UsageAndOutput):
              data: dict[str, Any], at: datetime | None) -> None:
         self.last_seq = max(self.last_seq, seq)
         self.log.append(LogRow(seq, type_, at.isoformat() if at else "", task_id, summary_of(data)))
+        watched = self._watched() if self._changes is not None else None  # the diagram, the wait
         self._resume_work(type_)
         handler = _HANDLERS.get(type_)
         if handler is not None:
             handler(self, seq, task_id, step_id, data, at)
+        self._hold(type_, task_id, step_id, data)
+        if watched is not None:
+            self._emit_watched(watched)
         if type_.startswith("run."):
             self._emit_run_parts()  # a run.* event always restates the run's status
         if not self._scope_shown and self.show_scope:

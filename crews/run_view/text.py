@@ -208,7 +208,7 @@ def _labels_now() -> dict[str, dict[str, str]]:
             "step.started": _("Step started"), "step.completed": _("Step done"), "step.skipped": _("Step skipped"),
             "step.observed": _("Step reviewed"),
             "llm.started": _("Asked the model"), "llm.completed": _("The model answered"),
-            "llm.failed": _("The model call failed"),
+            "llm.failed": _("The model call failed"), "llm.waiting": _("Waiting for a free slot"),
             "tool.started": _("Using a tool"), "tool.completed": _("Used a tool"), "tool.failed": _("A tool failed"),
             "approval.requested": _("Asked a person to approve"), "approval.resolved": _("A person decided"),
             "feedback.requested": _("Asked a person to review"), "feedback.received": _("A person reviewed"),

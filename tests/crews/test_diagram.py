@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 from django.urls import reverse
+from django.utils import translation
 
 from agents import services as agent_services
 from crews import services
-from crews.diagram import crew_diagram
+from crews.diagram import crew_diagram, manager_of
 from crews.models import Crew
 from tests.conftest import signed_in
 
@@ -64,6 +65,14 @@ def test_the_crew_page_shows_the_diagram_with_the_links_and_the_manager(builder:
     assert "Task 3 reads the output of task 1." in svg
     # The run panel comes first: running the crew is what most visits are for.
     assert page.index('id="kickoff"') < page.index('id="diagram-heading"') < page.index('id="tasks"')
+
+
+def test_a_manager_without_an_llm_of_its_own_is_the_site_default_in_the_readers_language() -> None:
+    label = manager_of("hierarchical", None)  # as a run's view keeps it, before it knows its reader
+    with translation.override("pt-br"):
+        assert str(label) == "o LLM padrão do site"
+    assert str(label) == "the site default LLM"
+    assert manager_of("hierarchical", "Big model") == "Big model" and manager_of("sequential", "Big model") is None
 
 
 def test_a_crew_without_tasks_has_no_diagram(builder: Any) -> None:

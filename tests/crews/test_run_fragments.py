@@ -38,6 +38,8 @@ KINDS = {
     "rejected": re.compile(r"^rejected-\d+$"),
     "stream": re.compile(r"^delta-"),
     "log-row": re.compile(r"^event-\d+$"),
+    "run-diagram": re.compile(r"^run-diagram$"),
+    "run-wait": re.compile(r"^run-wait$"),
 }
 
 
@@ -102,7 +104,8 @@ def events(first: int, second: int) -> list[tuple[str, dict[str, Any], int | Non
         ("react.stuck", {"turn": 3, "max_turns": 4, "repeats": 3, "reason": f"same {evil}", "reply": f"Action: x {evil}",
                          "reply_chars": 20}, first, s1),
         ("llm.started", {"model": "m", "purpose": "step"}, first, s1),
-        ("llm.failed", {"model": "m", "purpose": "step", "error": f"rate {evil}", "retrying": True}, first, s1),
+        ("llm.failed", {"model": "m", "purpose": "step", "error": f"rate {evil}", "retrying": True, "retry_in": 2,
+                        "attempt": 1, "max_retries": 3}, first, s1),
         ("llm.started", {"model": "m", "purpose": "step"}, first, s1),
         ("llm.completed", {"model": "m", "purpose": "step", "prompt_tokens": 10, "completion_tokens": 5,
                            "cost_usd": None, "latency_ms": 65000}, first, s1),

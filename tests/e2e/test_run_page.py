@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.e2e.conftest import LiveServer, sign_in
+from tests.e2e.conftest import LiveServer, sign_in, wait_until
 from tests.fakes.openai_server import FakeLLMServer, RecordedRequest, Reply
 
 ANSWER = (
@@ -263,6 +263,9 @@ def test_stop_a_run_and_see_it_stopped(page: Page, app_server: LiveServer, fake_
         expect(page.locator("#run-status")).to_have_text("Stopped")
         expect(page.get_by_role("button", name="Stop")).to_have_count(0)
         expect(page.get_by_role("button", name="Run again")).to_be_visible()
+        # The diagram says so too: the second task never started.
+        expect(page.locator(f'#run-diagram [data-task-id="{ids['tasks'][1]}"]')).to_have_attribute(
+            "data-status", "not_run")
         assert still_same_page(page)
         sent = llm.request_count
     finally:
@@ -303,6 +306,74 @@ def test_a_reload_and_a_dropped_socket_mid_run_show_every_event_exactly_once(pag
     shown = shown_seqs(page)
     assert shown == stored_seqs(app_server, ids["run"])
     assert len(shown) == len(set(shown))
+
+
+def test_without_websockets_the_page_polls_says_so_and_still_shows_every_event(page: Page, app_server: LiveServer,
+                                                                             fake_model: Any) -> None:
+    llm, model = fake_model
+    model.gate = threading.Event()  # the run waits in its first call until the page is polling
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+
+    def dropped_websockets(route: Any) -> None:
+        # As behind a proxy that drops websockets: the page's socket leads nowhere.
+        response = route.fetch()
+        route.fulfill(response=response, body=response.text().replace('ws-connect="/ws/runs/', 'ws-connect="/ws/none/'))
+
+    try:
+        ids = start_run(app_server, llm, "Polled trip")
+        sign_in(page)
+        page.route(f"**/runs/{ids['run']}/", dropped_websockets)
+        page.goto(f"/runs/{ids['run']}/")
+        mark_page(page)
+        expect(page.locator("#conn-status")).to_have_text("Live updates by polling: the live connection failed.")
+        expect(page.locator("#run-page")).to_have_class(re.compile("is-polling"))
+    finally:
+        model.gate.set()
+
+    first = page.locator(f'#run-diagram [data-task-id="{ids["tasks"][0]}"]')
+    expect(first).to_have_attribute("data-status", "running", timeout=30_000)
+    expect(page.locator("#run-status")).to_have_attribute("data-status", "succeeded", timeout=30_000)
+    expect(first).to_have_attribute("data-status", "done")
+    expect(page.locator("#run-output")).to_contain_text("Lisbon in two days")
+    expect(page.locator("#conn-status")).to_have_text("")  # a finished run is not polled
+    assert still_same_page(page)
+    assert sockets and all("/ws/none/" in url for url in sockets), sockets
+    shown = shown_seqs(page)
+    assert shown == stored_seqs(app_server, ids["run"]) and len(shown) == len(set(shown))
+
+
+def test_a_polling_page_signed_out_says_so_and_stops_asking_even_as_the_socket_retries(
+        page: Page, app_server: LiveServer, fake_model: Any) -> None:
+    llm, model = fake_model
+    model.gate = threading.Event()  # the run stays mid-way: the page would poll for ever
+    polls: list[int] = []
+    page.on("response", lambda r: polls.append(r.status) if "/poll/" in r.url else None)
+
+    def dropped_websockets(route: Any) -> None:
+        response = route.fetch()
+        route.fulfill(response=response, body=response.text().replace('ws-connect="/ws/runs/', 'ws-connect="/ws/none/'))
+
+    try:
+        ids = start_run(app_server, llm, "Signed-out trip")
+        sign_in(page)
+        page.route(f"**/runs/{ids['run']}/", dropped_websockets)
+        page.goto(f"/runs/{ids['run']}/")
+        expect(page.locator("#run-page")).to_have_class(re.compile("is-polling"))
+        page.evaluate("window.__closes = 0; document.addEventListener('htmx:wsClose', () => window.__closes++)")
+
+        page.context.clear_cookies()  # signed out (in another tab, or the session expired)
+
+        conn = page.locator("#conn-status")
+        expect(conn).to_have_text("You are signed out: sign in again to follow the run.", timeout=15_000)
+        expect(page.locator("#run-page")).not_to_have_class(re.compile("is-polling"))
+        assert polls[-1] == 401 and 302 not in polls
+        asked, closes = len(polls), page.evaluate("window.__closes")
+        wait_until(page, f"window.__closes >= {closes + 1}", timeout=30_000)  # the socket tried again
+        expect(conn).to_have_text("You are signed out: sign in again to follow the run.")
+        assert len(polls) == asked and "is-polling" not in (page.locator("#run-page").get_attribute("class") or "")
+    finally:
+        model.gate.set()
 
 
 def test_a_finished_runs_replay_and_run_again_from_a_task(page: Page, app_server: LiveServer,
