@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: run test lint unit e2e fuzz scaleout bench setup setup-test lock clean messages compile-messages
+.PHONY: run test lint unit e2e fuzz scaleout bench bench-peer setup setup-test lock clean messages compile-messages
 
 # Python >= 3.12 (Django 6): python3.13, python3.12, python3, or a pyenv-installed version.
 define find_python
@@ -35,9 +35,12 @@ $(UV):
 	@$(PY) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
 # What serving needs, from the lock file (requirements/serve.txt, hashes checked); uv shows progress.
+# --compile-bytecode: compiled here, on every core, so no start compiles them again, even where
+# PYTHONDONTWRITEBYTECODE keeps Python from caching what it compiled (compiling was then 11 s of
+# each serve start's 17 s to "serving", at load 9: bench/fresh_install.py, #15).
 $(VENV)/.serve-installed: requirements/serve.txt | $(UV)
 	@echo "Installing what the app needs (requirements/serve.txt)"
-	$(UV) pip install --python $(PY) --require-hashes -r requirements/serve.txt
+	$(UV) pip install --python $(PY) --require-hashes --compile-bytecode -r requirements/serve.txt
 	@touch $@
 
 # The test tools on top (requirements/test.txt holds both sets).
@@ -52,9 +55,8 @@ setup: $(VENV)/.serve-installed
 
 setup-test: $(VENV)/.test-installed
 
+# One process: serve applies pending migrations and seeds (only when something changed) first.
 run: setup
-	$(PY) manage.py migrate --no-input
-	$(PY) manage.py seed
 	$(PY) manage.py serve --host 127.0.0.1 --port $(PORT)
 
 # Regenerate both lock files after a change of pyproject.toml's dependencies.
@@ -91,6 +93,32 @@ test: lint unit e2e fuzz
 
 bench: setup-test
 	$(PY) bench/startup.py
+
+# bench/peer.py: CrewAI side by side with our engine and the full app. CrewAI gets a throwaway venv
+# of its own (Python 3.12, made once; the marker file says it is complete): never a dependency of
+# the app, in no lock file. BENCH_ARGS passes options on, e.g. make bench-peer BENCH_ARGS=--quick
+PEER_VENV := var/bench-peer-venv
+CREWAI_VERSION := 1.15.30
+
+define find_python312
+if python3.12 -c '' >/dev/null 2>&1; then command -v python3.12; exit 0; fi; \
+if command -v pyenv >/dev/null 2>&1; then \
+  for v in $$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.[0-9]+)?$$' | sort -rV); do \
+    p="$$(pyenv root)/versions/$$v/bin/python3"; \
+    if [ -x "$$p" ]; then echo "$$p"; exit 0; fi; \
+  done; \
+fi; \
+echo 3.12
+endef
+
+$(PEER_VENV)/.crewai-installed: | $(UV)
+	@py="$$( $(find_python312) )"; echo "Creating $(PEER_VENV) (CrewAI $(CREWAI_VERSION), Python $$py)"; \
+	  rm -rf $(PEER_VENV) && $(UV) venv --quiet --python "$$py" $(PEER_VENV)
+	$(UV) pip install --python $(PEER_VENV)/bin/python "crewai==$(CREWAI_VERSION)"
+	@touch $@
+
+bench-peer: setup-test $(PEER_VENV)/.crewai-installed
+	$(PY) bench/peer.py $(BENCH_ARGS)
 
 # Translations (locale/pt_BR). Only these two need gettext (apt-get install gettext): the compiled
 # .mo is committed, so installing and testing never do. The engines' messages stay English.

@@ -3,8 +3,9 @@
 Run from the repository root: ``.venv/bin/python bench/fresh_install.py`` (``--keep`` leaves the
 copy for a look). What it does, as a new user would on a machine with Python and nothing else:
 
-1. copies the committed tree (``git archive HEAD``) into a throwaway folder, so neither this
-   checkout's ``.venv`` nor its ``var/`` is reused;
+1. copies the tree as it stands (the files git tracks, and those it does not ignore, with their
+   uncommitted changes) into a throwaway folder, so neither this checkout's ``.venv`` nor its
+   ``var/`` is reused;
 2. runs ``make run`` there with empty download caches (``UV_CACHE_DIR`` a new empty folder,
    ``PIP_NO_CACHE_DIR=1``): every package comes from the index, as on a fresh machine;
 3. times from the command's start until ``GET /login/`` answers 200 (the first page), and
@@ -64,7 +65,7 @@ def make_run(tree: Path, env: dict[str, str], port: int, log: list[str]) -> tupl
         assert process.stdout is not None
         for line in process.stdout:
             log.append(line.rstrip())
-            if "manage.py migrate" in line and not installed:
+            if "manage.py serve" in line and not installed:
                 installed.append(time.monotonic())
 
     reader = threading.Thread(target=read, daemon=True)
@@ -88,7 +89,11 @@ def main(keep: bool) -> int:
     tree, cache = tmp / "crew-planner", tmp / "uv-cache"
     tree.mkdir()
     cache.mkdir()
-    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    present = b"\0".join(name for name in listed if name and (ROOT / name.decode()).is_file())
+    archive = subprocess.run(["tar", "-c", "--null", "-T", "-"], cwd=ROOT, input=present,
+                             capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("DATABASE_URL", "REDIS_URL", "DJANGO_", "VIRTUAL_ENV", "UV_"))}

@@ -11,7 +11,8 @@ followed on its JSON socket to its end. It prints (issue #20's targets):
 
 - the first run's time against the median of the later ones (target: within 1 s);
 - the server's CPU per run and runs per CPU-second;
-- the server's RSS after 10 runs and after the last (target: < 150 MiB, no growth);
+- the server's RSS at its start ("serving at", before warming), at "ready" (warm), after 10 runs
+  and after the last (target: < 150 MiB, no growth);
 - the server loop's longest pause and how many exceeded 50 ms (target: none);
 - the load average, as every bench here does.
 """
@@ -25,6 +26,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -73,6 +75,28 @@ async def one_run(api: Api, client: object, crew_id: int) -> float:
     return ended - started
 
 
+def _rss_when_serving(server: LiveServer) -> dict[str, float]:
+    """The server's RSS when it prints "serving at" (pages answer, workers not warm yet), noted
+    by a thread while ``server.start()`` waits for "ready"; read the dict once that returns."""
+    noted: dict[str, float] = {}
+    before, seen = server.process, len(server.lines)  # the lines of earlier starts stay in the list
+
+    def watch() -> None:
+        nonlocal seen
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "rss" not in noted:
+            process, lines = server.process, server.lines
+            if process is not None and process is not before:
+                for line in lines[seen:]:
+                    if "is serving at" in line:
+                        noted["rss"] = rss_mib(process.pid)
+                seen = len(lines)
+            time.sleep(0.005)  # polling another process's output
+
+    threading.Thread(target=watch, daemon=True).start()
+    return noted
+
+
 async def soak(path: str, runs: int, fake: FakeLLMServer) -> dict[str, float]:
     import httpx
 
@@ -87,8 +111,11 @@ async def soak(path: str, runs: int, fake: FakeLLMServer) -> dict[str, float]:
         finally:
             server.stop()
         started = time.perf_counter()
+        at_start = _rss_when_serving(server)
         server.start()
         ready_s = time.perf_counter() - started
+        assert server.process is not None
+        rss_ready = rss_mib(server.process.pid)
         soak_from = time.time()
         try:
             assert server.process is not None
@@ -118,7 +145,7 @@ async def soak(path: str, runs: int, fake: FakeLLMServer) -> dict[str, float]:
     later = statistics.median(times[1:]) if len(times) > 1 else float("nan")
     return {
         "ready_s": ready_s, "first_s": times[0], "later_s": later, "cpu_ms": cpu / runs * 1000,
-        "rss_10": rss_10, "rss_end": rss_end, "lag_max": lag["max_ms"], "lag_over": lag["over_50ms"],
+        "rss_start": at_start.get("rss", float("nan")), "rss_ready": rss_ready, "rss_10": rss_10, "rss_end": rss_end, "lag_max": lag["max_ms"], "lag_over": lag["over_50ms"],
     }
 
 
@@ -135,11 +162,12 @@ async def main(runs: int, paths: list[str]) -> None:
     for path, r in results.items():
         rows.append([
             path, f"{r['ready_s']:.1f}", f"{r['first_s']:.2f}", f"{r['later_s']:.2f}", f"{r['first_s'] - r['later_s']:+.2f}",
-            f"{r['cpu_ms']:.0f}", f"{1000 / r['cpu_ms']:.1f}", f"{r['rss_10']:.0f}", f"{r['rss_end']:.0f}",
+            f"{r['cpu_ms']:.0f}", f"{1000 / r['cpu_ms']:.1f}", f"{r['rss_start']:.0f}", f"{r['rss_ready']:.0f}",
+            f"{r['rss_10']:.0f}", f"{r['rss_end']:.0f}",
             f"{r['lag_max']:.0f}", str(int(r['lag_over'])),
         ])
     print(table(rows, ["path", "ready s", "first run s", "later median s", "first − later s", "server CPU/run ms",
-                       "runs per CPU-s", "RSS @10 MiB", f"RSS @{runs} MiB", "loop lag max ms", "pauses > 50 ms"],
+                       "runs per CPU-s", "RSS at start MiB", "RSS at ready MiB", "RSS @10 MiB", f"RSS @{runs} MiB", "loop lag max ms", "pauses > 50 ms"],
                 text_columns=1))
     if len(results) == 2 and "direct" in results and "litellm" in results:
         d, lt = results["direct"], results["litellm"]

@@ -2,6 +2,7 @@
 
 # No ``from __future__ import annotations``: ninja reads the operations' annotations.
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pydantic
@@ -86,32 +87,36 @@ def _too_large_answer(exc: Any) -> Any:
     return Status(413, {"detail": exc.detail, "code": exc.code, "errors": [{"field": "file", "message": exc.detail}]})
 
 
-@router.get("/crews/{id}/knowledge", response={200: list[SourceOut], **errors(404, 422)},
-            summary="A crew's knowledge sources (all its agents read them)")
-def crew_sources(request: HttpRequest, id: int) -> Any:
-    crew = crew_get(user=request.user, crew_id=id)
-    return list(selectors.source_list(owner=crew))
+def _owner_operations(path: str, name: str, owner_get: Callable[..., Any], *, list_summary: str, create_summary: str) -> None:
+    """The two source operations of an owner kind (``crews`` or ``agents``): list and add.
+
+    ``owner_get(user=, id=, for_write=)`` finds the owner the way its app's selector does (404
+    when the user may not see it); the operation ids stay ``knowledge_api_<name>_sources`` and
+    ``knowledge_api_<name>_source_create``, as when each was a function of its own.
+    """
+
+    @router.get(f"/{path}/{{id}}/knowledge", response={200: list[SourceOut], **errors(404, 422)},
+                summary=list_summary, operation_id=f"knowledge_api_{name}_sources")
+    def sources(request: HttpRequest, id: int) -> Any:
+        return list(selectors.source_list(owner=owner_get(user=request.user, id=id, for_write=False)))
+
+    @router.post(f"/{path}/{{id}}/knowledge", response={201: SourceOut, **errors(404, 413, 422)},
+                 summary=create_summary, description=_UPLOAD_HELP, openapi_extra=_UPLOAD_BODY,
+                 operation_id=f"knowledge_api_{name}_source_create")
+    def source_create(request: HttpRequest, id: int) -> Any:
+        return _create(request, owner_get(user=request.user, id=id, for_write=True))
 
 
-@router.post("/crews/{id}/knowledge", response={201: SourceOut, **errors(404, 413, 422)},
-             summary="Add a knowledge source to a crew", description=_UPLOAD_HELP, openapi_extra=_UPLOAD_BODY)
-def crew_source_create(request: HttpRequest, id: int) -> Any:
-    crew = crew_get(user=request.user, crew_id=id, for_write=True)
-    return _create(request, crew)
-
-
-@router.get("/agents/{id}/knowledge", response={200: list[SourceOut], **errors(404, 422)},
-            summary="An agent's own knowledge sources (only it reads them)")
-def agent_sources(request: HttpRequest, id: int) -> Any:
-    agent = agent_get(user=request.user, agent_id=id)
-    return list(selectors.source_list(owner=agent))
-
-
-@router.post("/agents/{id}/knowledge", response={201: SourceOut, **errors(404, 413, 422)},
-             summary="Add a knowledge source to an agent", description=_UPLOAD_HELP, openapi_extra=_UPLOAD_BODY)
-def agent_source_create(request: HttpRequest, id: int) -> Any:
-    agent = agent_get(user=request.user, agent_id=id, for_write=True)
-    return _create(request, agent)
+_owner_operations(
+    "crews", "crew", lambda *, user, id, for_write: crew_get(user=user, crew_id=id, for_write=for_write),
+    list_summary="A crew's knowledge sources (all its agents read them)",
+    create_summary="Add a knowledge source to a crew",
+)
+_owner_operations(
+    "agents", "agent", lambda *, user, id, for_write: agent_get(user=user, agent_id=id, for_write=for_write),
+    list_summary="An agent's own knowledge sources (only it reads them)",
+    create_summary="Add a knowledge source to an agent",
+)
 
 
 @router.get("/knowledge/{id}", response={200: SourceOut, **errors(404, 422)}, summary="A knowledge source")

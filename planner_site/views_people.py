@@ -33,6 +33,28 @@ def _site_budget_form(data: Any = None) -> BudgetForm:
                       help_text=_("For everyone without a budget of their own. Empty: no daily limit."))
 
 
+def _budget_saved(request: HttpRequest, form: BudgetForm, *, user: Any) -> bool:
+    """Save a valid budget form as ``user``'s daily budget (``None``: the site default) and say so;
+    False, with the errors on the form, when it is not valid or the service refuses it."""
+    if not form.is_valid():
+        return False
+    amount = form.cleaned_data["cost_usd"]
+    try:
+        people.budget_set(actor=request.user, user=user, amount=amount)
+    except ValidationError as exc:
+        form.add_service_errors(exc)
+        return False
+    if user is None:
+        said = (_("Site default budget: %(amount)s a day.") % {"amount": usd(amount)} if amount is not None
+                else _("No site default budget: no daily limit by default."))
+    else:
+        name = user.get_username()
+        said = (_("%(name)s's daily budget: %(amount)s.") % {"name": name, "amount": usd(amount)}
+                if amount is not None else _("%(name)s follows the site default budget.") % {"name": name})
+    messages.success(request, said)
+    return True
+
+
 @require_GET
 @domain_errors
 def people_list(request: HtmxHttpRequest) -> HttpResponse:
@@ -48,16 +70,8 @@ def people_list(request: HtmxHttpRequest) -> HttpResponse:
 def site_budget(request: HtmxHttpRequest) -> HttpResponse:
     require_admin(request)
     form = _site_budget_form(request.POST)
-    if form.is_valid():
-        amount = form.cleaned_data["cost_usd"]
-        try:
-            people.budget_set(actor=request.user, user=None, amount=amount)
-        except ValidationError as exc:
-            form.add_service_errors(exc)
-        else:
-            messages.success(request, _("Site default budget: %(amount)s a day.") % {"amount": usd(amount)}
-                             if amount is not None else _("No site default budget: no daily limit by default."))
-            return redirect_after_post(request, reverse("site:people-list"))
+    if _budget_saved(request, form, user=None):
+        return redirect_after_post(request, reverse("site:people-list"))
     return render(request, "site/people_list.html", {
         "people": selectors.people_list(), "site_budget": selectors.site_budget(), "site_budget_form": form,
     }, status=422)
@@ -152,17 +166,8 @@ def person_budget(request: HtmxHttpRequest, user_id: int) -> HttpResponse:
     require_admin(request)
     user = selectors.person_get(user_id=user_id)
     form = BudgetForm(request.POST)
-    if form.is_valid():
-        amount = form.cleaned_data["cost_usd"]
-        try:
-            people.budget_set(actor=request.user, user=user, amount=amount)
-        except ValidationError as exc:
-            form.add_service_errors(exc)
-        else:
-            messages.success(request, _("%(name)s's daily budget: %(amount)s.") % {
-                "name": user.get_username(), "amount": usd(amount)} if amount is not None
-                else _("%(name)s follows the site default budget.") % {"name": user.get_username()})
-            return redirect_after_post(request, reverse("site:person-detail", args=[user.pk]))
+    if _budget_saved(request, form, user=user):
+        return redirect_after_post(request, reverse("site:person-detail", args=[user.pk]))
     context = _detail_context(request, user, budget_form=form)
     return render(request, "site/person_detail.html", context, status=422)
 

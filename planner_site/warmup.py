@@ -15,10 +15,17 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import threading
 import time
 
 logger = logging.getLogger(__name__)
+
+# httpx imports its command-line client whenever rich, pygments and click are installed (litellm's
+# dependencies install them): ~95 modules and 8 MiB of a serving process's RSS (bench/soak.py,
+# #20) that a server never runs. Marked absent before anything imports httpx (serve and db_worker
+# import this module first), httpx defines a stub ``httpx.main`` instead.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 _warm = threading.Event()
 _started = threading.Event()  # this process warms (it runs workers): health reports it
@@ -28,6 +35,12 @@ _lock = threading.Lock()
 # is 2,000): a run allocates in bursts (a streamed answer, an event batch), and with the imports
 # frozen the collections that remain are cheap, so fewer of them is a plain saving.
 GC_THRESHOLD = (20_000, 20, 40)
+# With full collections that rare, runs' cyclic garbage (5,000-8,000 objects a second of runs)
+# reaches the oldest generation and waits there: the server's RSS grew 6 MiB over 90 sequential
+# runs. ``serve`` collects fully once a second while anything allocates (flat within 2 MiB from
+# run 10 to 80; every 5 s was not enough); with the imports frozen that takes 15-25 ms at load 9
+# (bench/soak.py, #20).
+COLLECT_SECONDS = 1.0
 
 
 def is_warm() -> bool:

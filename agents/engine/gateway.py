@@ -169,25 +169,7 @@ class LiteLLMGateway:
             kwargs["api_key"] = secret
         if llm.api_base:
             kwargs["api_base"] = llm.api_base
-        if request.tools:
-            kwargs["tools"] = request.tools
-            if request.tool_choice is not None:
-                kwargs["tool_choice"] = request.tool_choice
-        if request.response_schema is not None:
-            kwargs["response_format"] = response_format(
-                request.response_schema, request.purpose, form=request.response_form
-            )
-        if request.stop:
-            kwargs["stop"] = request.stop
-        if request.max_tokens is not None:
-            # Newer OpenAI models take max_completion_tokens; cap whichever the LLM is set up with.
-            name = "max_completion_tokens" if "max_completion_tokens" in kwargs else "max_tokens"
-            own = kwargs.get(name)
-            kwargs[name] = min(request.max_tokens, own) if isinstance(own, int) and own > 0 else request.max_tokens
-        if request.stream:
-            kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
-        return kwargs
+        return request_options(request, kwargs)
 
     async def _stream(
         self,
@@ -325,6 +307,39 @@ class RoutingGateway:
         """``PriceList``: the routed gateway's prices, if it tells any."""
         lookup = getattr(self.route(llm), "prices", None)
         return await lookup(llm) if lookup is not None else None
+
+
+# OpenAI's reasoning models refuse ``max_tokens`` for ``max_completion_tokens``: o1, o3, o4-mini,
+# gpt-5 but its chat variant (the names litellm renames it for), whatever the provider prefix.
+_REASONING_MODEL = re.compile(r"^(?:o\d|gpt-5(?!-chat))")
+
+
+def request_options(request: LLMRequest, into: dict[str, Any]) -> dict[str, Any]:
+    """What ``request`` asks of the call beyond its messages, added to the arguments ``into`` (an
+    LLM's own params already there): the shape both paths, litellm and the direct one, send.
+
+    The budget's ``max_tokens`` caps the LLM's own limit unless that is lower, under the name the
+    model takes: ``max_completion_tokens`` for a reasoning model or an LLM set up with that name.
+    """
+    if request.tools:
+        into["tools"] = request.tools
+        if request.tool_choice is not None:
+            into["tool_choice"] = request.tool_choice
+    if request.response_schema is not None:
+        into["response_format"] = response_format(
+            request.response_schema, request.purpose, form=request.response_form
+        )
+    if request.stop:
+        into["stop"] = request.stop
+    if request.max_tokens is not None:
+        reasoning = _REASONING_MODEL.match(request.llm.model.rsplit("/", 1)[-1]) is not None
+        name = "max_completion_tokens" if reasoning or "max_completion_tokens" in into else "max_tokens"
+        own = into.get(name)
+        into[name] = min(request.max_tokens, own) if isinstance(own, int) and own > 0 else request.max_tokens
+    if request.stream:
+        into["stream"] = True
+        into["stream_options"] = {"include_usage": True}
+    return into
 
 
 def response_format(

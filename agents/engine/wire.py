@@ -29,7 +29,7 @@ import httpx
 from agents.engine import model_facts
 from agents.engine.capabilities import STREAM, TOOLS
 from agents.engine.failures import TIMEOUT, UNREACHABLE, kind_of_exception
-from agents.engine.gateway import _RESERVED_PARAMS, _litellm_loaded, response_format, scrub
+from agents.engine.gateway import _RESERVED_PARAMS, _litellm_loaded, request_options, scrub
 from agents.engine.llm import (
     ContextLengthError,
     DeltaCallback,
@@ -278,30 +278,7 @@ def _body(request: LLMRequest) -> dict[str, Any]:
         body.update({k: v for k, v in extra.items() if k not in _RESERVED_PARAMS})
     body["model"] = llm.model[len(PREFIX):] if llm.model.startswith(PREFIX) else llm.model
     body["messages"] = request.messages
-    if request.tools:
-        body["tools"] = request.tools
-        if request.tool_choice is not None:
-            body["tool_choice"] = request.tool_choice
-    if request.response_schema is not None:
-        body["response_format"] = response_format(
-            request.response_schema, request.purpose, form=request.response_form
-        )
-    if request.stop:
-        body["stop"] = request.stop
-    if request.max_tokens is not None:
-        reasoning = _REASONING_MODEL.match(body["model"]) is not None
-        name = "max_completion_tokens" if reasoning or "max_completion_tokens" in body else "max_tokens"
-        own = body.get(name)
-        body[name] = min(request.max_tokens, own) if isinstance(own, int) and own > 0 else request.max_tokens
-    if request.stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    return body
-
-
-# OpenAI's reasoning models refuse ``max_tokens`` for ``max_completion_tokens`` (litellm renames it
-# for the same names: o1, o3, o4-mini, gpt-5 but its chat variant).
-_REASONING_MODEL = re.compile(r"^(?:o\d|gpt-5(?!-chat))")
+    return request_options(request, body)
 
 
 def _headers(llm: LLMSpec, secret: str | None) -> dict[str, str]:

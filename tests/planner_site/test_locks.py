@@ -50,6 +50,7 @@ def test_make_run_and_make_test_do_what_the_readme_says() -> None:
         return done.stdout
 
     run, test = dry("run"), dry("test")
-    assert "manage.py migrate" in run and "manage.py seed" in run and "manage.py serve" in run
+    # One process: serve migrates and seeds itself when needed (tests/planner_site/test_serve.py).
+    assert "manage.py serve" in run and "manage.py migrate" not in run
     assert "requirements/test.txt" not in run  # serving installs no test tools
     assert "ruff check" in test and "pytest" in test and "tests/e2e" in test

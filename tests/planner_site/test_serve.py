@@ -11,6 +11,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,12 +31,7 @@ def test_serve_answers_health_with_its_worker_then_stops_on_sigterm(tmp_path: Pa
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
     port = free_port()
     # Every model through litellm: warming then loads it (2-4 s), which health must report.
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "2"],
-        cwd=ROOT, env={**env, "PLANNER_LLM_PATH": "litellm"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
+    with serving(port, "--workers", "2", env={**env, "PLANNER_LLM_PATH": "litellm"}) as proc:
         assert proc.stdout is not None
         deadline = time.monotonic() + 60
         for line in proc.stdout:
@@ -55,12 +52,53 @@ def test_serve_answers_health_with_its_worker_then_stops_on_sigterm(tmp_path: Pa
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/static/django_htmx/htmx-2.min.js", timeout=10) as r:
             assert r.status == 200
             assert r.headers["X-Content-Type-Options"] == "nosniff"
+
+
+@contextmanager
+def serving(port: int, *args: str, env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``manage.py serve`` on ``port``; on leaving, SIGTERM must stop it cleanly (it is killed
+    if the block failed first, so no server outlives its test)."""
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port), *args],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        yield proc
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def serve_once(env: dict[str, str]) -> str:
+    """Start ``serve`` (no workers), get the sign-in page, stop it: everything it printed."""
+    port = free_port()
+    lines: list[str] = []
+    with serving(port, "--workers", "0", env=env) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "is ready at" in line:
+                break
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=30) as response:
+            assert response.status == 200
+    return "".join(lines)
+
+
+def test_serve_migrates_and_seeds_a_new_database_and_a_second_start_does_neither(tmp_path: Path) -> None:
+    """`make run` is serve alone (#15): the first start prepares the database, the next skips it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
+    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(tmp_path))
+    first = serve_once(env)
+    assert "database migrations…" in first and "Loaded the demo data" in first
+    assert "username: admin" in first
+    stamp = (tmp_path / "seeded").stat().st_mtime_ns
+    second = serve_once(env)
+    assert "database migrations" not in second and "Loaded the demo data" not in second
+    assert "username: admin" in second  # the sign-in hint stays while first-login.txt does
+    assert (tmp_path / "seeded").stat().st_mtime_ns == stamp
 
 
 SETUP = """

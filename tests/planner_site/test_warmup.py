@@ -44,6 +44,24 @@ def test_warming_imports_litellm_when_asked_and_the_runner_then_freezes_them_onc
     assert result["took"] > 0 and result["again"] == 0.0
 
 
+LEAN = """
+import json, sys
+import django
+django.setup()
+from planner_site.warmup import warm
+warm(litellm=False)
+print(json.dumps({"httpx": "httpx" in sys.modules, "cli": [m for m in ("rich", "pygments") if m in sys.modules]}))
+"""
+
+
+def test_a_warm_worker_without_litellm_leaves_out_httpxs_command_line_client() -> None:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    out = subprocess.run(
+        [sys.executable, "-c", LEAN], cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip().splitlines()[-1]
+    assert json.loads(out) == {"httpx": True, "cli": []}  # rich and pygments: 8 MiB a process
+
+
 @pytest.mark.django_db
 def test_health_says_warming_while_this_processs_workers_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(warmup, "_started", _Flag(True))

@@ -34,6 +34,30 @@ def test_a_ring_wakes_one_waiter_and_a_ring_nobody_waited_for_is_kept() -> None:
     assert woke == [True]
 
 
+def test_a_ring_wakes_the_worker_that_went_idle_last_so_sequential_runs_stay_on_one_thread() -> None:
+    bell = Doorbell()
+    bell.join()
+    bell.join()
+    woke: list[str] = []
+
+    def idle(name: str, waiting: int) -> threading.Thread:
+        thread = threading.Thread(target=lambda: bell.wait(5) and woke.append(name))
+        thread.start()
+        deadline = time.monotonic() + 5
+        while len(bell._idle) < waiting:  # until it waits on the bell
+            assert time.monotonic() < deadline
+            threading.Event().wait(0.001)
+        return thread
+
+    first, last = idle("first", 1), idle("last", 2)
+    bell.ring()
+    last.join(timeout=5)
+    assert woke == ["last"] and first.is_alive()
+    bell.ring()
+    first.join(timeout=5)
+    assert woke == ["last", "first"]
+
+
 def test_rings_are_kept_at_most_once_per_worker() -> None:
     bell = Doorbell()
     bell.join()

@@ -148,6 +148,17 @@ async def test_a_budget_cap_reaches_the_server_unless_the_llms_own_max_tokens_is
     assert bodies[3]["max_completion_tokens"] == 300
 
 
+async def test_openais_reasoning_models_get_the_cap_as_max_completion_tokens_on_both_paths(
+    gateway_path: str,
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    fake_llm_server.default = Reply.text("ok")
+    for model in ("openai/o3-mini", "openai/gpt-5", "openai/gpt-4o-mini"):
+        await gateway(gateway_path).complete(ask(llm_for(fake_llm_server, model=model), max_tokens=100))
+    sent = [(r.body.get("max_completion_tokens"), r.body.get("max_tokens")) for r in fake_llm_server.requests]
+    assert sent == [(100, None), (100, None), (None, 100)]
+
+
 async def test_stream_sends_deltas_in_order_and_they_join_to_the_content(
     gateway_path: str,
     fake_llm_server: FakeLLMServer,

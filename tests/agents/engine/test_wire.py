@@ -77,14 +77,6 @@ async def test_connections_are_kept_alive_between_calls_on_one_loop(fake_llm_ser
     assert len({r.client_port for r in fake_llm_server.requests}) == 1
 
 
-async def test_openais_reasoning_models_get_max_completion_tokens(fake_llm_server: FakeLLMServer) -> None:
-    fake_llm_server.add(Reply.text("a"), Reply.text("b"), Reply.text("c"))
-    for model in ("openai/o3-mini", "openai/gpt-5", "openai/gpt-4o-mini"):
-        await WireGateway().complete(ask(llm_for(fake_llm_server, model=model), max_tokens=100))
-    sent = [r.body for r in fake_llm_server.requests]
-    assert [("max_completion_tokens" in b, "max_tokens" in b) for b in sent] == [(True, False), (True, False), (False, True)]
-
-
 async def test_a_redirect_is_reported_with_where_it_points_not_followed(fake_llm_server: FakeLLMServer) -> None:
     fake_llm_server.add(Reply(status=307, raw=b"", headers=(("Location", "https://llm.example/v1/chat/completions"),)))
     with pytest.raises(LLMError, match=r"redirects to https://llm\.example/v1/chat/completions") as raised:
