@@ -69,9 +69,25 @@ class PromptTemplateVersionInline(admin.TabularInline):
 
 @admin.register(PromptTemplate)
 class PromptTemplateAdmin(admin.ModelAdmin):
-    list_display = ["key", "title"]
+    # The key as it is, the title in the admin's language: the key field's choices are the
+    # engine's English titles.
+    list_display = ["key_name", "shown_title"]
     inlines = [PromptTemplateVersionInline]
-    readonly_fields = ["key"]
+    # Read-only: the pages show the engine's translated title for every seeded key
+    # (``display_title``), so an edited one would show nowhere.
+    fields = ["key_name", "title"]
+    readonly_fields = ["key_name", "title"]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False  # one template per prompt the engine sends, seeded (agents.services.prompt_seed)
+
+    @admin.display(description=_("key"), ordering="key")
+    def key_name(self, obj: PromptTemplate) -> str:
+        return obj.key
+
+    @admin.display(description=_("title"), ordering="title")
+    def shown_title(self, obj: PromptTemplate) -> str:
+        return obj.display_title
 
 
 class PlanningConfigInline(admin.StackedInline):

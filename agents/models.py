@@ -15,6 +15,7 @@ from agents import crypto
 from agents.engine.prompts import DEFAULTS as PROMPT_DEFAULTS
 from agents.engine.prompts import PromptError, unknown_placeholders
 from agents.engine.specs import PLAN_PROMPT_PLACEHOLDERS, REFINE_PROMPT_PLACEHOLDERS
+from agents.prompt_purposes import title_of
 
 DEMO_MODEL = "demo/offline"
 
@@ -168,7 +169,12 @@ class PromptTemplate(models.Model):
         ordering = ["key"]
 
     def __str__(self) -> str:
-        return self.title
+        return self.display_title
+
+    @property
+    def display_title(self) -> str:
+        """The title in the active language (the stored one is the English seed)."""
+        return title_of(self.key, self.title)
 
     @property
     def placeholders(self) -> tuple[str, ...]:

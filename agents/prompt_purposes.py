@@ -1,5 +1,5 @@
-"""What each prompt template is for, in words for the admins who edit them: its group, a sentence
-on when the engine sends it, and sample values for its preview.
+"""What each prompt template is for, in words for the admins who edit them: its group, its title,
+a sentence on when the engine sends it, and sample values for its preview.
 
 Data, kept beside the defaults (``agents.engine.prompt_texts``) but translatable, so it lives on
 the Django side. A key the engine gains before this table does is listed under "Other" with its
@@ -79,7 +79,7 @@ PURPOSES: dict[str, _P] = {
     "output_json_repair": ("task", _("Sent when an answer did not match the task's JSON schema, with the errors, asking for the answer again.")),
     "guardrail": ("guardrail", _("Sent to check a task's answer against its guardrail criteria; the model answers passed or not, with reasons.")),
     "guardrail_retry": ("guardrail", _("Sent back to the agent when its answer failed a guardrail, with the reasons, asking for a better answer.")),
-    "knowledge": ("knowledge", _("Added to a task's prompt before it runs: the passages of the agent's and the crew's knowledge sources that best match the task, with their source names.")),
+    "knowledge": ("knowledge", _("Added to a task's prompt before it runs and before each of its steps: the passages of the agent's and the crew's knowledge sources that best match, with their source names. The crew planner gets it under each task (every source's title, the best few passages), and a hierarchical crew's manager with every source's title.")),
     "memory_recalled": ("knowledge", _("Added to a task's prompt when the crew's memory is on: what the crew remembers from earlier runs that best matches the task.")),
     "memory": ("knowledge", _("Sent after a task of a crew with memory on: asks for a few lines worth remembering from the task's answer, feedback and failed checks.")),
     "tool_unknown": ("tool", _("The result the agent sees when it called a tool that does not exist.")),
@@ -108,6 +108,92 @@ PURPOSES: dict[str, _P] = {
     "no_result": ("labels", _("Stands in any prompt for a step without a result.")),
     "no_tools": ("labels", _("Stands in any prompt for an agent without tools.")),
     "empty_answer": ("labels", _("Stands in any prompt for an empty answer.")),
+}
+
+# Each template's title in the admin's language, by key. The stored title is the English seed
+# (``agents.services.prompt_seed``): pages show this one, the stored one only for a key the engine
+# gains before this table does.
+TITLES: dict[str, Promise] = {
+    "crew_plan": _("Crew planner"),
+    "crew_plan_repair": _("Crew planner: repair"),
+    "crew_plan_cut_off": _("Crew planner: repair of an answer cut off at its length limit"),
+    "json_answer": _("Answer format: JSON for a schema (for models without a JSON schema mode)"),
+    "crew_plan_task": _("Crew planner: a task in the listing"),
+    "crew_plan_task_unnamed": _("Crew planner: name of a task without one"),
+    "crew_plan_task_agent": _("Crew planner: the task's agent"),
+    "crew_plan_task_backstory": _("Crew planner: the agent's backstory"),
+    "crew_plan_task_tools": _("Crew planner: the agent's tools"),
+    "crew_plan_task_no_tools": _("Crew planner: an agent without tools"),
+    "crew_plan_task_manager": _("Crew planner: a task the manager assigns"),
+    "crew_plan_task_context": _("Crew planner: the tasks whose output a task receives"),
+    "crew_plan_task_output_schema": _("Crew planner: the JSON a task's answer must match"),
+    "crew_plan_task_checks": _("Crew planner: the checks a task's answer must pass"),
+    "crew_plan_keep": _("Crew planner: steps a person pinned"),
+    "crew_plan_feedback": _("Crew planner: the reviewer's note"),
+    "agent_plan_system": _("Agent planning: system"),
+    "agent_plan": _("Agent planning: create plan"),
+    "agent_refine": _("Agent planning: refine plan"),
+    "agent_plan_json": _("Agent planning: answer format for models without tool calling"),
+    "observe": _("Agent planning: observe a step"),
+    "replan": _("Agent planning: replan"),
+    "step_executor": _("Agent planning: execute a step"),
+    "step_current": _("Agent planning: the step to do"),
+    "step_tool": _("Agent planning: the tool a step must use"),
+    "step_result": _("Agent planning: a step's result"),
+    "step_result_failed": _("Agent planning: a failed step's result"),
+    "step_dependency_failed": _("Agent planning: a failed step another step depends on"),
+    "plan_step_tool": _("Agent planning: a listed step's tool"),
+    "plan_step_after": _("Agent planning: the steps a listed step comes after"),
+    "fallback_plan": _("Agent planning: the plan kept when the agent falls back to ReAct"),
+    "step_last": _("Agent planning: the last step of an approved plan"),
+    "synthesis": _("Agent planning: final answer"),
+    "no_step_results": _("Agent planning: no step produced a result"),
+    "react_system": _("ReAct: system"),
+    "react_system_no_tools": _("ReAct: system without tools"),
+    "react_user": _("ReAct: the task"),
+    "task_plan": _("Task: the approved plan"),
+    "task_context": _("Task: context from earlier tasks"),
+    "task_output_schema": _("Task: the JSON the answer must match"),
+    "output_json_repair": _("Task: repair of an answer that does not match its JSON schema"),
+    "guardrail": _("Guardrail: check an answer against its criteria"),
+    "guardrail_retry": _("Guardrail: the reasons an answer failed its checks, sent back to the agent"),
+    "knowledge": _("Knowledge: passages from the sources, given before a task"),
+    "memory_recalled": _("Memory: what the crew remembers from earlier runs, given before a task"),
+    "memory": _("Memory: what to remember from a finished task"),
+    "format_error": _("ReAct: format error"),
+    "format_error_no_action_input": _("ReAct: format error, an action without input"),
+    "format_error_unreadable": _("ReAct: format error, neither an answer nor an action"),
+    "format_error_empty": _("ReAct: format error, an empty reply"),
+    "tool_unknown": _("Tool result: unknown tool"),
+    "tool_unnamed": _("Tool result: no tool named"),
+    "tool_invalid_args": _("Tool result: invalid arguments"),
+    "tool_repeated": _("Tool result: the same call twice in a row"),
+    "tool_usage_limit": _("Tool result: usage limit reached"),
+    "tool_failed": _("Tool result: the tool failed"),
+    "tool_failed_retried": _("Tool result: the tool failed on every try"),
+    "tool_denied": _("Tool result: a person denied the call"),
+    "tool_denied_note": _("Tool result: a person denied the call, with a note"),
+    "tool_not_run": _("Tool result: not run after the final answer"),
+    "tool_no_output": _("Tool result: no output"),
+    "forced_final_answer": _("ReAct: forced final answer"),
+    "human_feedback": _("Human feedback"),
+    "summarize": _("Context window: summarise"),
+    "plan_execute_plan": _("Plan-execute: plan"),
+    "plan_execute_step": _("Plan-execute: execute step"),
+    "plan_execute_aggregate": _("Plan-execute: aggregate"),
+    "step_outcome": _("Agent planning: a reviewed step's outcome (for an observe prompt without {outcome})"),
+    "manager_role": _("Hierarchical: manager's role"),
+    "manager_goal": _("Hierarchical: manager's goal"),
+    "manager": _("Hierarchical: manager"),
+    "manager_delegate_tool": _("Hierarchical: the delegate-work tool"),
+    "manager_ask_tool": _("Hierarchical: the ask-question tool"),
+    "manager_ask_expected_output": _("Hierarchical: what a coworker asked a question returns"),
+    "manager_unknown_coworker": _("Hierarchical: an unknown coworker was named"),
+    "none": _("Label: an empty section"),
+    "nothing": _("Label: nothing yet"),
+    "no_result": _("Label: a step without a result"),
+    "no_tools": _("Label: an agent without tools"),
+    "empty_answer": _("Label: an empty answer"),
 }
 
 # Values for the preview: a sample task (a short report on tides) seen through each placeholder.
@@ -165,6 +251,12 @@ SAMPLES: dict[str, Promise | str] = {
 
 def group_of(key: str) -> str:
     return PURPOSES[key][0] if key in PURPOSES else "other"
+
+
+def title_of(key: str, stored: str) -> str:
+    """``key``'s title in the active language; ``stored`` (the template's own) for a key this
+    table does not know."""
+    return str(TITLES[key]) if key in TITLES else stored
 
 
 def purpose_of(key: str, title: str) -> str:

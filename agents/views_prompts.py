@@ -68,7 +68,7 @@ def _prompt_context(key: str) -> dict[str, Any]:
     return {
         "template": template,
         "current": current,
-        "purpose": purpose_of(key, template.title),
+        "purpose": purpose_of(key, template.display_title),
         "group": GROUPS[group_of(key)],
         "placeholders": [{"name": name, "token": "{" + name + "}", "sample": sample}
                          for name, sample in sample_values(DEFAULTS[key].placeholders).items()],
@@ -85,7 +85,7 @@ def prompt_list(request: HtmxHttpRequest) -> HttpResponse:
         grouped[group_of(template.key)].append({
             "template": template,
             "current": current,
-            "purpose": purpose_of(template.key, template.title),
+            "purpose": purpose_of(template.key, template.display_title),
             "edited": current is not None and template.key in DEFAULTS and current.text != DEFAULTS[template.key].text,
         })
     groups = [{"name": GROUPS[name], "slug": name, "prompts": items} for name, items in grouped.items() if items]

@@ -181,7 +181,8 @@ def _with_etag(response: HttpResponse, plan: Plan) -> Plan:
     tags=["plans"],
     summary="Draft a plan for the crew",
     description="Drafting runs in the background: the plan is generating until it is a draft "
-    "(or failed). A missing input is a 422 naming it (inputs.topic).",
+    "(or failed). A missing input is a 422 naming it (inputs.topic). 429 with code "
+    "daily_budget_spent once the caller's daily cost budget is spent (drafting is paid calls).",
 )
 def plan_draft(request: HttpRequest, id: int, payload: PlanDraftIn) -> Any:
     crew = selectors.crew_get(user=request.user, crew_id=id, for_write=True)
@@ -219,11 +220,12 @@ def plan_update(
 
 @router.post(
     "/plans/{id}/tasks/{task_id}/regenerate",
-    response={202: PlanOut, **errors(404, 409, 422)},
+    response={202: PlanOut, **errors(404, 409, 422, 429)},
     tags=["plans"],
     summary="Redraft one task's unpinned steps",
     description="Runs in the background; the task is in regenerating_task_ids until a new "
-    "version holds its steps. Pinned steps stay where they are.",
+    "version holds its steps. Pinned steps stay where they are. 429 with code "
+    "daily_budget_spent once the caller's daily cost budget is spent.",
 )
 def plan_regenerate(
     request: HttpRequest, id: int, task_id: int, payload: PlanRegenerateIn | None = None

@@ -181,6 +181,36 @@ class Plan(models.Model):
         return _("plan %(id)s v%(version)s of %(crew)s") % {"id": self.pk, "version": self.version, "crew": self.crew}
 
 
+class PlanLLMCall(models.Model):
+    """One LLM call of a plan drafted or regenerated outside a run ("Draft plan", the API), for
+    usage and the daily budgets: a run's own calls are its ``llm.completed`` events, these have no
+    run to hold them. Written with the plan's totals, which they add up to."""
+
+    plan = models.ForeignKey(
+        Plan, verbose_name=_("plan"), on_delete=models.CASCADE, related_name="llm_calls"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("person"),
+        null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )  # who drafted or regenerated: whose budget it spends
+    at = models.DateTimeField(_("at"), db_index=True)
+    model = models.CharField(_("model"), max_length=200, blank=True)
+    purpose = models.CharField(_("purpose"), max_length=50, blank=True)
+    prompt_tokens = models.PositiveIntegerField(_("prompt tokens"), default=0)
+    completion_tokens = models.PositiveIntegerField(_("completion tokens"), default=0)
+    cost_usd = models.DecimalField(
+        _("cost (USD)"), max_digits=12, decimal_places=6, default=Decimal(0)
+    )
+
+    class Meta:
+        verbose_name = _("plan LLM call")
+        verbose_name_plural = _("plan LLM calls")
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.plan_id} {self.purpose} {self.model}"
+
+
 class PlanVersion(models.Model):
     plan = models.ForeignKey(
         Plan, verbose_name=_("plan"), on_delete=models.CASCADE, related_name="versions"

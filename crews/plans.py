@@ -18,7 +18,8 @@ from django.utils.translation import gettext_noop
 
 from agents.engine.specs import ApprovedStep
 from crews import queue
-from crews.models import PLAN_STEP_ORDER, Crew, Plan, PlanStep, PlanVersion, Run, Task
+from crews.models import PLAN_STEP_ORDER, Crew, Plan, PlanLLMCall, PlanStep, PlanVersion, Run, Task
+from planner_site.budgets import budget_check
 from planner_site.errors import Conflict, NotFound, TooMany
 
 MAX_STEP_CHARS = 2_000
@@ -61,10 +62,14 @@ def current_steps(plan: Plan, number: int | None = None) -> dict[int, list[PlanS
 def steps_by_task_key(plan: Plan, number: int) -> dict[str, list[ApprovedStep]]:
     """What the engine runs: an approved version's steps by task key, each with its stable id
     (``<task id>.p<uid>``), which the run's step events carry."""
-    return {
-        str(task_id): [ApprovedStep(id=approved_step_id(task_id, s.uid), text=s.text) for s in steps]
-        for task_id, steps in current_steps(plan, number).items()
-    }
+    # One query of the three columns the engine needs, not the version row and then its step
+    # models (``current_steps``): every planned run reads its plan here.
+    rows = (PlanStep.objects.filter(version__plan_id=plan.pk, version__number=number or plan.version)
+            .order_by(*PLAN_STEP_ORDER).values_list("task_id_snapshot", "uid", "text"))
+    steps: dict[str, list[ApprovedStep]] = {}
+    for task_id, uid, text in rows:
+        steps.setdefault(str(task_id), []).append(ApprovedStep(id=approved_step_id(task_id, uid), text=text))
+    return steps
 
 
 def approved_step_id(task_id: int | str, uid: int) -> str:
@@ -81,22 +86,25 @@ def tasks_snapshot(*, crew_id: int) -> list[dict[str, Any]]:
 
 
 def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Sequence[StepTuple]],
-                 keep: int | None = None, keep_deleted: bool = False) -> PlanVersion:
+                 keep: int | None = None, keep_deleted: bool = False,
+                 tasks: list[dict[str, Any]] | None = None) -> PlanVersion:
     """Write ``steps`` (task id -> [(uid or None, text, pinned)]) as the plan's next version.
 
     With ``keep`` (a version number), the tasks not in ``steps`` keep that version's steps. The
     database copies those rows itself: an edit of one step costs one task's rows here, not the
     whole plan's, and every version still has rows of its own (versions stay immutable).
+    ``tasks`` is ``tasks_snapshot`` when the caller read it already, in the same transaction.
     """
     number = plan.version + 1  # ``plan`` is locked (select_for_update) by every caller
     version = PlanVersion.objects.create(plan=plan, number=number, note=note, created_by=actor,
-                                         tasks=tasks_snapshot(crew_id=plan.crew_id))
+                                         tasks=tasks if tasks is not None else tasks_snapshot(crew_id=plan.crew_id))
     if keep is not None:
         source = PlanVersion.objects.values_list("pk", flat=True).get(plan=plan, number=keep)
         _copy_steps(source=source, target=version.pk, skip_tasks=list(steps), keep_deleted=keep_deleted)
     next_uid = plan.next_step_uid
     rows = []
-    alive = set(Task.objects.filter(pk__in=list(steps)).values_list("pk", flat=True))
+    alive = ({t["id"] for t in tasks} if tasks is not None
+             else set(Task.objects.filter(pk__in=list(steps)).values_list("pk", flat=True)))
     for task_id, task_steps in steps.items():
         for order, (uid, text, pinned) in enumerate(task_steps):
             if uid is None:
@@ -148,6 +156,9 @@ def _check_draft_rate(actor: Any) -> None:
 def plan_draft(*, actor: Any, crew: Crew, inputs: Any, enqueue: bool = True) -> Plan:
     """Start drafting a plan for ``crew`` with ``inputs``; it fills in in the background.
 
+    Drafting is paid LLM calls, counted in the person's daily spend: a spent daily budget refuses
+    a draft as it refuses a kickoff (``budget_check``).
+
     ``enqueue=False`` leaves the drafting to the caller (``runner.generate_plan`` in the
     foreground, as ``manage.py kickoff --plan auto`` does).
     """
@@ -156,6 +167,7 @@ def plan_draft(*, actor: Any, crew: Crew, inputs: Any, enqueue: bool = True) -> 
     from crews.services import crew_check_runnable, crew_texts, inputs_validate
 
     _check_draft_rate(actor)
+    budget_check(actor=actor)
     snapshot = crew_snapshot(crew)
     crew_check_runnable(crew=crew, snapshot=snapshot)
     clean = inputs_validate(crew=crew, inputs=inputs, texts=crew_texts(snapshot))
@@ -175,16 +187,17 @@ def plan_store_draft(*, plan_id: int, steps: Mapping[str, Sequence[str]], usage:
     ``warnings`` (``{"task_id", "message"}``) replace those of an earlier draft."""
     with transaction.atomic():
         plan = Plan.objects.select_for_update().get(pk=plan_id)
-        valid = set(Task.objects.filter(pk__in=task_ids, crew_id=plan.crew_id).values_list("pk", flat=True))
+        # The crew's tasks, read once: the version keeps them, and they say which ids are valid.
+        tasks = tasks_snapshot(crew_id=plan.crew_id)
+        valid = {t["id"] for t in tasks} & set(task_ids)
         rows = {int(k): [(None, text[:MAX_STEP_CHARS], False) for text in v[:MAX_STEPS_PER_TASK]]
                 for k, v in steps.items() if int(k) in valid}
         for task_id in task_ids:
             if task_id in valid:
                 rows.setdefault(task_id, [])
-        _new_version(plan, actor=None, note="drafted", steps=rows)
-        _add_usage(plan.pk, usage)
+        _new_version(plan, actor=None, note="drafted", steps=rows, tasks=tasks)
         kept = [{"task_id": w.get("task_id"), "message": str(w.get("message", ""))} for w in warnings]
-        Plan.objects.filter(pk=plan.pk).update(status=Plan.Status.DRAFT, error="", warnings=kept)
+        _add_usage(plan.pk, usage, user_id=plan.created_by_id, status=Plan.Status.DRAFT, error="", warnings=kept)
     return Plan.objects.get(pk=plan_id)
 
 
@@ -259,11 +272,25 @@ def gaps_message(gaps: Mapping[int, str]) -> str:
         "gaps": " ".join(gaps.values())}
 
 
-def _add_usage(plan_id: int, usage: Mapping[str, Any]) -> None:
+def _add_usage(plan_id: int, usage: Mapping[str, Any], *, user_id: int | None, **fields: Any) -> None:
+    """Add a drafting's usage to the plan's totals and, for a drafting outside a run (its
+    ``calls``: each ``llm.completed``'s data and when), keep each call as a ``PlanLLMCall`` of
+    ``user_id``'s, which usage and the daily budgets count. A run's own drafting has no ``calls``
+    here: its calls are the run's events. ``fields`` are set on the plan in the same UPDATE."""
     Plan.objects.filter(pk=plan_id).update(
         prompt_tokens=F("prompt_tokens") + int(usage.get("prompt_tokens", 0)),
         completion_tokens=F("completion_tokens") + int(usage.get("completion_tokens", 0)),
         cost_usd=F("cost_usd") + Decimal(str(usage.get("cost_usd", 0))),
+        **fields,
+    )
+    if not usage.get("calls"):
+        return
+    PlanLLMCall.objects.bulk_create(
+        PlanLLMCall(plan_id=plan_id, user_id=user_id, at=call["at"], model=str(call.get("model") or "")[:200],
+                    purpose=str(call.get("purpose") or "")[:50], prompt_tokens=int(call.get("prompt_tokens") or 0),
+                    completion_tokens=int(call.get("completion_tokens") or 0),
+                    cost_usd=Decimal(str(call.get("cost_usd") or 0)))
+        for call in usage.get("calls", ())
     )
 
 
@@ -307,7 +334,8 @@ def plan_fail(*, plan_id: int, error: str, usage: Mapping[str, Any] | None = Non
         changes["warnings"] = [{"task_id": None, "failure_kind": failure_kind}]
     Plan.objects.filter(pk=plan_id, status=Plan.Status.GENERATING).update(**changes)
     if usage:
-        _add_usage(plan_id, usage)
+        owner = Plan.objects.filter(pk=plan_id).values_list("created_by_id", flat=True).first()
+        _add_usage(plan_id, usage, user_id=owner)
 
 
 def plan_failure_kind(plan: Plan) -> str:
@@ -459,7 +487,9 @@ def plan_propose_revision(*, plan_id: int, base_version: int, task_id: int, keep
 
 @transaction.atomic
 def plan_regenerate(*, actor: Any, plan: Plan, task: Task, feedback: str = "") -> Plan:
-    """Re-draft one task's unpinned steps (pinned ones stay where they are), in the background."""
+    """Re-draft one task's unpinned steps (pinned ones stay where they are), in the background.
+    Paid LLM calls, as a draft's: a spent daily budget refuses it (``budget_check``)."""
+    budget_check(actor=actor)
     locked = Plan.objects.select_for_update().get(pk=plan.pk)
     if task.crew_id != locked.crew_id:
         raise NotFound(_("No task with id %(id)s in this plan.") % {"id": task.pk})
@@ -511,7 +541,7 @@ def plan_store_regenerated(*, plan_id: int, task_id: int, texts: Sequence[str], 
         plan.regenerating_task_ids = [t for t in plan.regenerating_task_ids or [] if t != task_id]
         plan.error = error
         plan.save(update_fields=["regenerating_task_ids", "error"])
-        _add_usage(plan_id, usage)
+        _add_usage(plan_id, usage, user_id=actor.pk if actor is not None else plan.created_by_id)
         if not error and plan.status in (Plan.Status.DRAFT, Plan.Status.APPROVED):
             merged = merge_regenerated(version_steps(plan, task_id=task_id).get(task_id, []), texts)
             _new_version(plan, actor=actor, note="regenerated", steps={task_id: merged}, keep=plan.version)

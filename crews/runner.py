@@ -22,7 +22,7 @@ from agents.bridge import agent_spec, llm_lookup, llm_rows, llm_spec, snapshot_l
 from agents.engine.agent import AgentError, run_agent
 from agents.engine.calls import BudgetExceeded, LLMCaller, RateLimiters
 from agents.engine.demo import DemoGateway, Pace
-from agents.engine.events import NullSink
+from agents.engine.events import Event
 from agents.engine.gateway import RoutingGateway
 from agents.engine.llm import LLMError
 from agents.engine.runtime import (
@@ -115,7 +115,16 @@ def execute(run_id: int, worker_id: str | None = None) -> None:
     """
     base = worker_id or default_worker_id(f"-{threading.get_ident()}")
     owner = f"{base[:90]}#{secrets.token_hex(4)}"
-    run = runs.run_claim(run_id=run_id, worker_id=owner)
+    try:
+        async_to_sync(_claim_and_execute)(run_id, owner)
+    finally:
+        _release_connections()
+
+
+async def _claim_and_execute(run_id: int, owner: str) -> None:
+    """The claim, made from the run's event loop: its ``run.started`` is broadcast on that loop
+    rather than on one made (with its thread) for that one event."""
+    run = await db(runs.run_claim)(run_id=run_id, worker_id=owner)
     if run is None:
         return
     token = CancelToken()
@@ -125,12 +134,11 @@ def execute(run_id: int, worker_id: str | None = None) -> None:
     if worker_stopping():  # the process was asked to stop while this worker claimed the run
         token.cancel(SHUTDOWN)
     try:
-        async_to_sync(_execute)(run_id, token, owner)
+        await _execute(run_id, token, owner)
     finally:
         remove_hook()
         with _active_lock:
             _active.pop(run_id, None)
-        _release_connections()
 
 
 class DeltaFollowers:
@@ -320,7 +328,7 @@ async def _run_crew(start: _Start) -> str:
         if start.announce_plan:
             await ctx.emit("crew_plan.approved", {"plan_id": run.plan_id, "version": run.plan_version})
     elif spec.planning:
-        steps = await _plan_in_run(ctx, run, spec)
+        steps = await _plan_in_run(ctx, run, spec, start.knowledge)
     result = await run_crew(ctx, spec, plan=steps, done=start.done, knowledge=start.knowledge)
     if result.failed:
         raise RunFailed(result.error)
@@ -336,15 +344,17 @@ def _drafted_before(run: Run) -> Plan | None:
     ).first()
 
 
-async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> dict[str, list[ApprovedStep]] | None:
+async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec,
+                       knowledge: Any = None) -> dict[str, list[ApprovedStep]] | None:
     """Draft the crew plan inside the run; with review, wait until a person approves it.
 
     A resumed run that drafted its plan before it was interrupted goes on with that plan (and
     with the edits made to it meanwhile): no second paid draft, no second plan to review.
     """
-    plan = await db(_drafted_before)(run)
+    # A run with no draft of its own yet (all but a resumed one) has nothing to look up: no hop.
+    plan = await db(_drafted_before)(run) if run.planning_plan_id is not None else None
     if plan is None:
-        plan = await _draft_in_run(ctx, run, spec)
+        plan = await _draft_in_run(ctx, run, spec, knowledge)
         if plan is None:
             return None
     if plan.status != Plan.Status.APPROVED:  # (a person may have approved it meanwhile)
@@ -355,19 +365,24 @@ async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> dict[str, l
             # The run's own draft, approved as drafted: a task without steps plans as usual.
             plan = await db(plans.plan_approve)(actor=None, plan=plan, supersede=False, allow_gaps=True)
     await ctx.emit("crew_plan.approved", {"plan_id": plan.pk, "version": plan.approved_version})
-    await db(runs.run_use_plan)(run_id=run.pk, plan=plan)
-    await db(runs.run_set_running)(run_id=run.pk)
-    return await db(plans.steps_by_task_key)(plan, plan.approved_version)
+    return await db(_follow_plan)(run.pk, plan)
 
 
-async def _draft_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> Plan | None:
+def _follow_plan(run_id: int, plan: Plan) -> dict[str, list[ApprovedStep]]:
+    """The run follows its approved plan and works again: one database hop for the three."""
+    runs.run_use_plan(run_id=run_id, plan=plan)
+    runs.run_set_running(run_id=run_id)
+    return plans.steps_by_task_key(plan, plan.approved_version)
+
+
+async def _draft_in_run(ctx: RunContext, run: Run, spec: CrewSpec, knowledge: Any = None) -> Plan | None:
     """The run's own draft, stored as a plan; None when planning failed and the crew may run
     without one."""
     await db(runs.run_set_planning)(run_id=run.pk)
     assert spec.planning_llm is not None
     before = (ctx.usage.prompt_tokens, ctx.usage.completion_tokens, ctx.usage.cost_usd)
     try:
-        draft = await draft_crew_plan(ctx, spec, llm=spec.planning_llm)
+        draft = await draft_crew_plan(ctx, spec, llm=spec.planning_llm, knowledge=knowledge)
     except CrewPlanError:
         if not spec.run_without_plan_on_failure:
             raise
@@ -388,7 +403,8 @@ async def _draft_in_run(ctx: RunContext, run: Run, spec: CrewSpec) -> Plan | Non
 def _store_run_plan(run: Run, steps: dict[str, list[str]], usage: dict[str, Any], task_ids: list[int],
                     warnings: list[dict[str, Any]]) -> Plan:
     plan = Plan.objects.create(
-        crew_id=run.crew_id, inputs=run.inputs, created_by=run.created_by, status=Plan.Status.GENERATING,
+        # The id, not ``run.created_by``: the runner's run row has no user loaded (a query).
+        crew_id=run.crew_id, inputs=run.inputs, created_by_id=run.created_by_id, status=Plan.Status.GENERATING,
         llm_id=run.snapshot["crew"]["planning_llm_id"],
     )
     return plans.plan_store_draft(plan_id=plan.pk, steps=steps, usage=usage, task_ids=task_ids, warnings=warnings)
@@ -407,8 +423,21 @@ async def _wait_for_approval(cancel: CancelToken, plan_id: int) -> Plan:
 # Plans drafted outside a run -------------------------------------------------------------------
 
 
-def _plan_context(usage: Usage) -> RunContext:
-    emit = EventEmitter(sink=NullSink(), clock=_clock)
+class DraftCalls:
+    """The sink of a drafting outside a run: no page follows its events, but its LLM calls are
+    kept (``llm.completed``, with when each finished) for usage and the daily budgets
+    (``plans.plan_store_draft`` and the others write them as ``PlanLLMCall`` rows)."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def emit(self, event: Event) -> None:
+        if event.type == "llm.completed":
+            self.calls.append({**event.data, "at": timezone.now()})
+
+
+def _plan_context(usage: Usage, calls: DraftCalls) -> RunContext:
+    emit = EventEmitter(sink=calls, clock=_clock)
     token = CancelToken()
     caller = LLMCaller(gateway=RoutingGateway(demo=DemoGateway(_demo_pace())), emit=emit, cancel=token, clock=_clock, usage=usage, limiters=_limiters,
                        capabilities=llm_capabilities_memo())
@@ -423,8 +452,17 @@ async def _drafting(ctx: RunContext, spec: CrewSpec, **kwargs: Any) -> Any:
         await ctx.llm.aclose()
 
 
-def _usage_dict(usage: Usage) -> dict[str, Any]:
-    return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "cost_usd": usage.cost_usd}
+def _usage_dict(usage: Usage, calls: DraftCalls | None = None) -> dict[str, Any]:
+    totals = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "cost_usd": usage.cost_usd}
+    return totals if calls is None else {**totals, "calls": calls.calls}
+
+
+def _plan_knowledge(plan: Plan) -> Any:
+    """The crew's sources as its planner reads them (issue #19); None when it has none."""
+    return run_knowledge(
+        crew_id=plan.crew_id, user_id=plan.created_by_id or 0, run_id=None, remembers=False,
+        agent_ids=list(plan.crew.agents.values_list("id", flat=True)),
+    )
 
 
 def _plan_spec(plan: Plan) -> tuple[CrewSpec, Any]:
@@ -441,21 +479,22 @@ def generate_plan(plan_id: int) -> None:
         return  # a second delivery of the task must not add a version or undo an approval
     # Drafting starts now (it may have waited in the queue): the stale sweep counts from here.
     Plan.objects.filter(pk=plan_id, status=Plan.Status.GENERATING).update(updated_at=timezone.now())
-    usage = Usage()
+    usage, calls = Usage(), DraftCalls()
     try:
         spec, llm = _plan_spec(plan)
-        draft = async_to_sync(_drafting)(_plan_context(usage), spec, llm=llm)
+        draft = async_to_sync(_drafting)(_plan_context(usage, calls), spec, llm=llm, knowledge=_plan_knowledge(plan))
     except (CrewPlanError, LLMError, MissingInput, LookupError, BudgetExceeded) as exc:
         kind = exc.kind if isinstance(exc, LLMError) else ""  # only an LLM call's error has a kind
-        plans.plan_fail(plan_id=plan_id, error=str(exc), usage=_usage_dict(usage), failure_kind=kind)
+        plans.plan_fail(plan_id=plan_id, error=str(exc), usage=_usage_dict(usage, calls), failure_kind=kind)
         return
     except Exception:
         logger.exception("drafting plan %s failed unexpectedly", plan_id)
-        plans.plan_fail(plan_id=plan_id, error=gettext_noop("Drafting stopped because of an internal error."))
+        plans.plan_fail(plan_id=plan_id, error=gettext_noop("Drafting stopped because of an internal error."),
+                        usage=_usage_dict(usage, calls))
         return
     finally:
         _release_connections()
-    plans.plan_store_draft(plan_id=plan_id, steps=draft.steps, usage=_usage_dict(usage), task_ids=[int(t.key) for t in spec.tasks],
+    plans.plan_store_draft(plan_id=plan_id, steps=draft.steps, usage=_usage_dict(usage, calls), task_ids=[int(t.key) for t in spec.tasks],
                            warnings=plans.draft_warnings(draft.task_warnings, draft.warnings))
 
 
@@ -464,13 +503,13 @@ def regenerate_plan(plan_id: int, task_id: int, feedback: str, actor_id: int | N
     Plan.objects.filter(pk=plan_id).update(updated_at=timezone.now())
     plan = Plan.objects.select_related("crew", "llm").get(pk=plan_id)
     actor = get_user_model().objects.filter(pk=actor_id).first() if actor_id else None
-    usage = Usage()
+    usage, calls = Usage(), DraftCalls()
     pinned = [s.text for s in plans.current_steps(plan).get(task_id, []) if s.pinned]
     try:
         spec, llm = _plan_spec(plan)
         draft = async_to_sync(_drafting)(
-            _plan_context(usage), spec, llm=llm, only_tasks=[str(task_id)], feedback=feedback or None,
-            keep={str(task_id): pinned},
+            _plan_context(usage, calls), spec, llm=llm, only_tasks=[str(task_id)], feedback=feedback or None,
+            keep={str(task_id): pinned}, knowledge=_plan_knowledge(plan),
         )
         texts = draft.steps.get(str(task_id))
         error = "" if texts is not None else gettext_noop("The planner wrote no steps for this task; nothing changed.")
@@ -484,6 +523,6 @@ def regenerate_plan(plan_id: int, task_id: int, feedback: str, actor_id: int | N
     finally:
         _release_connections()
     plans.plan_store_regenerated(
-        plan_id=plan_id, task_id=task_id, texts=texts or [], actor=actor, usage=_usage_dict(usage), error=error
+        plan_id=plan_id, task_id=task_id, texts=texts or [], actor=actor, usage=_usage_dict(usage, calls), error=error
     )
 

@@ -219,9 +219,11 @@ from crews.api import router as crews_router  # noqa: E402
 from crews.api_interop import router as interop_router  # noqa: E402
 from crews.api_outputs import router as outputs_router  # noqa: E402
 from knowledge.api import router as knowledge_router  # noqa: E402
+from planner_site.api_usage import router as usage_router  # noqa: E402
 
 api.add_router("/", agents_router)
 api.add_router("/", interop_router)  # before crews: /crews/{id} would take /crews/import
 api.add_router("/", crews_router)
 api.add_router("/", outputs_router)
 api.add_router("/", knowledge_router)
+api.add_router("/", usage_router)

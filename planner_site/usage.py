@@ -1,11 +1,11 @@
 """Usage and cost read from the recorded LLM calls: per day, person, crew and model.
 
-The source is the runs' ``llm.completed`` events: one per LLM call a run made (its own plan
+The sources are the runs' ``llm.completed`` events: one per LLM call a run made (its own plan
 draft included), with the model, tokens and cost of that call and when it finished. A run's
 ``prompt_tokens``/``completion_tokens``/``cost_usd`` are added in the same statement that stores
 each of those events (``crews.bridge.record_event``), so these figures always equal the runs'
-totals. Plans drafted with "Draft plan" outside a run keep only a total on the plan (no call is
-recorded), so they are not counted here.
+totals. And the ``PlanLLMCall`` rows: the calls of plans drafted or regenerated outside a run
+("Draft plan", the API), counted for the person who asked, written with the plan's totals.
 
 Days are the site's days (``settings.TIME_ZONE``), as for the daily budgets.
 """
@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from crews.models import Run, RunEvent
+from crews.models import PlanLLMCall, Run, RunEvent
 
 CHART_WIDTH = 720  # the charts' viewBox; the page scales them to its width
 CHART_HEIGHT = 160
@@ -115,7 +115,9 @@ def _runs_in(since: datetime, until: datetime, user_id: int | None) -> Any:
 
 
 def _calls(since: datetime, until: datetime, user_id: int | None) -> Iterable[tuple[Any, ...]]:
-    return (
+    """Every call in [since, until) as (at, user id, username, crew id, crew name, agent id,
+    agent name, model, prompt tokens, completion tokens, cost): the runs' and the drafts'."""
+    yield from (
         RunEvent.objects.filter(run__in=_runs_in(since, until, user_id), type="llm.completed",
                                 at__gte=since, at__lt=until)
         .order_by()
@@ -124,6 +126,14 @@ def _calls(since: datetime, until: datetime, user_id: int | None) -> Iterable[tu
                      "data__completion_tokens", "data__cost_usd")
         .iterator(chunk_size=2000)
     )
+    drafts = PlanLLMCall.objects.filter(at__gte=since, at__lt=until)
+    if user_id is not None:
+        drafts = drafts.filter(user_id=user_id)
+    for at, owner_id, owner, crew_id, crew, model, prompt, completion, cost in (
+            drafts.order_by().values_list("at", "user_id", "user__username", "plan__crew_id", "plan__crew__name",
+                                          "model", "prompt_tokens", "completion_tokens", "cost_usd")
+            .iterator(chunk_size=2000)):
+        yield at, owner_id, owner, crew_id, crew, None, None, model, prompt, completion, cost
 
 
 def _number(value: Any) -> int:
@@ -142,7 +152,7 @@ def _money(value: Any) -> Decimal:
 
 
 def spent_on(*, user_id: int, day: date) -> Decimal:
-    """What ``user_id``'s runs spent on LLM calls during ``day`` (the site's day)."""
+    """What ``user_id``'s runs and plan drafts spent on LLM calls during ``day`` (the site's day)."""
     since = day_start(day)
     until = day_start(day + timedelta(days=1))
     return sum((_money(call[-1]) for call in _calls(since, until, user_id)), Decimal(0))

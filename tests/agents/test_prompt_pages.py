@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from django.urls import reverse
+from django.utils import translation
 
 from agents import services
 from agents.engine.prompts import DEFAULTS
 from agents.models import LLM, PromptTemplateVersion
-from agents.prompt_purposes import PURPOSES
+from agents.prompt_purposes import PURPOSES, TITLES, title_of
+from agents.templatetags.prompt_links import prompts_used
 from crews import runner, runs
 from crews.models import Run
 from tests.conftest import signed_in
@@ -85,6 +87,51 @@ def test_the_list_shows_every_prompt_by_purpose_with_when_it_is_sent(admin_user)
 
 def test_every_prompt_the_engine_sends_has_a_sentence_on_when_it_is_sent():
     assert set(DEFAULTS) <= set(PURPOSES), sorted(set(DEFAULTS) - set(PURPOSES))
+
+
+def test_every_prompt_has_a_translatable_title_that_reads_as_its_seed_in_english():
+    with translation.override("en"):
+        assert {key: str(TITLES.get(key)) for key in DEFAULTS} == {key: d.title for key, d in DEFAULTS.items()}
+
+
+def test_titles_show_in_portuguese_wherever_a_prompt_is_named(admin_user):
+    services.prompt_update(actor=admin_user, key="crew_plan", text="Edited {tasks}")
+    client = signed_in(admin_user)
+    portuguese = {"HTTP_ACCEPT_LANGUAGE": "pt-BR"}
+    pages = {
+        "list": client.get(reverse("agents:prompt-list"), **portuguese),
+        "editor": client.get(reverse("agents:prompt-update", args=["crew_plan"]), **portuguese),
+        "versions": client.get(reverse("agents:prompt-versions", args=["crew_plan"]), **portuguese),
+        "version": client.get(reverse("agents:prompt-version", args=["crew_plan", 1]), **portuguese),
+        "admin": client.get(reverse("admin:agents_prompttemplate_changelist"), **portuguese),
+    }
+
+    texts = {name: page(response) for name, response in pages.items()}
+    url = reverse("agents:prompt-update", args=["crew_plan"])
+    assert f'<a href="{url}">Planejador da equipe</a>' in texts["list"]
+    assert "<h1>Planejador da equipe</h1>" in texts["editor"]
+    assert "Versões de Planejador da equipe" in texts["versions"]
+    assert "Planejador da equipe" in texts["version"] and "Planejador da equipe" in texts["admin"]
+    assert all("Crew planner<" not in text for text in texts.values()), [n for n, t in texts.items() if "Crew planner<" in t]
+    with translation.override("pt-br"):  # the run page's "Prompts used"
+        assert [p["title"] for p in prompts_used({"prompts": {"crew_plan": 2}})] == ["Planejador da equipe"]
+
+
+def test_a_key_without_a_translated_title_keeps_its_stored_one():
+    with translation.override("pt-br"):
+        assert title_of("a_prompt_from_the_future", "A prompt from the future") == "A prompt from the future"
+        assert title_of("crew_plan", "Anything stored") == "Planejador da equipe"
+
+
+def test_the_admin_shows_a_prompts_title_read_only_as_no_page_shows_an_edited_one(admin_user):
+    template = services.prompt_update(actor=admin_user, key="crew_plan", text="Edited {tasks}").template
+    client = signed_in(admin_user)
+    url = reverse("admin:agents_prompttemplate_change", args=[template.pk])
+
+    text = page(client.get(url))
+
+    # display_title shows the engine's translated title for every seeded key, never the stored one
+    assert 'name="title"' not in text and "Crew planner" in text
 
 
 # The editor --------------------------------------------------------------------------------------

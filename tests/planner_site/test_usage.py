@@ -1,6 +1,7 @@
 """Usage and cost: the page's figures are the sum of the recorded LLM calls (two runs against the
-fake OpenAI-compatible server), per day, person, crew and model; and a spent daily budget refuses
-a kickoff, through the API and on the crew page, naming the budget and the spend."""
+fake OpenAI-compatible server, and a plan drafted outside a run), per day, person, crew and model;
+and a spent daily budget refuses a kickoff, through the API and on the crew page, naming the
+budget and the spend."""
 
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ from django.test import Client
 from django.urls import reverse
 from ninja.testing import TestClient
 
-from crews.models import Run, RunEvent
+from crews.models import Plan, PlanLLMCall, Run, RunEvent
 from planner_site.api import api
 from planner_site.budgets import DailyBudgetSpent, budget_check
 from planner_site.models import DailyBudget
+from planner_site.templatetags.money import usd
 from planner_site.usage import _nice_top, chart, site_today, usage_report
 from tests.conftest import signed_in
 from tests.crews.run_helpers import TaskReplies, fake_llm, make_crew
 from tests.fakes.openai_server import FakeLLMServer
 from tests.fakes.openai_server import fake_llm_server as fake_llm_server  # noqa: F401 - fixture
+from tests.fakes.plain_models import answers
 
 
 @pytest.fixture
@@ -162,3 +165,168 @@ def test_chart_bars_are_scaled_to_a_round_top_line() -> None:
     assert [bar.height for bar in drawn.bars] == [0, 96.0, 48.0]
     assert [bar.y + bar.height for bar in drawn.bars] == [160, 160, 160]
     assert (_nice_top(0), _nice_top(7), _nice_top(120), _nice_top(1000)) == (1.0, 10.0, 200.0, 1000.0)
+
+
+# Plans drafted outside a run ---------------------------------------------------------------------
+
+DRAFT = {"plans": [{"task_number": 1, "steps": ["Gather tide tables"]}, {"task_number": 2, "steps": ["Write it up"]}]}
+
+
+@pytest.fixture
+def drafted(client, builder, priced_llm, fake_llm_server, django_capture_on_commit_callbacks) -> Plan:
+    """bob drafts a plan with "Draft plan"'s API outside any run, on the priced fake model."""
+    fake_llm_server.default = answers(DRAFT)
+    crew = make_crew(builder, name="Harbour crew", llm=priced_llm, planning=True, planning_llm=priced_llm)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/crews/{crew.pk}/plans", json={"inputs": {"topic": "tides"}}, user=builder)
+    assert response.status_code == 202, response.content
+    plan = Plan.objects.get(pk=response.json()["id"])
+    assert plan.status == Plan.Status.DRAFT and not Run.objects.filter(crew=crew).exists(), plan.error
+    return plan
+
+
+def test_a_plan_drafted_outside_a_run_counts_in_usage_as_its_recorded_calls(
+        drafted: Plan, admin_client_: Client, builder: Any, fake_llm_server: FakeLLMServer) -> None:
+    calls = list(PlanLLMCall.objects.filter(plan=drafted))
+    assert len(calls) == fake_llm_server.request_count >= 1
+    assert {(c.user_id, c.model, c.purpose) for c in calls} == {(builder.pk, "openai/test", "crew_plan")}
+    prompt, completion = sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls)
+    cost = sum((c.cost_usd for c in calls), Decimal(0))
+    assert (prompt, completion, cost) == (drafted.prompt_tokens, drafted.completion_tokens, drafted.cost_usd)
+    assert cost > 0
+
+    report = usage_report(first=site_today(), last=site_today())
+    assert (report.totals.prompt_tokens, report.totals.completion_tokens, report.totals.calls) == (
+        prompt, completion, len(calls))
+    assert report.totals.cost_usd == cost
+    assert [(row.label, row.calls) for row in report.crews] == [("Harbour crew", len(calls))]
+    assert [(row.label, row.cost_usd) for row in report.users] == [("bob", cost)]
+
+    page = admin_client_.get(reverse("site:usage")).content.decode()
+    assert f'<strong data-total="tokens">{prompt + completion}</strong>' in page
+    assert f'<strong data-total="calls">{len(calls)}</strong>' in page
+    assert "Harbour crew" in page
+
+
+def test_regenerating_a_task_outside_a_run_counts_too(
+        drafted: Plan, client: TestClient, builder: Any, django_capture_on_commit_callbacks: Any) -> None:
+    before = drafted.llm_calls.count()
+    task_id = drafted.crew.tasks.order_by("order").first().pk
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/plans/{drafted.pk}/tasks/{task_id}/regenerate", json={}, user=builder)
+
+    assert response.status_code == 202, response.content
+    drafted.refresh_from_db()
+    calls = list(drafted.llm_calls.all())
+    assert len(calls) > before and {c.user_id for c in calls} == {builder.pk}
+    assert sum(c.prompt_tokens + c.completion_tokens for c in calls) == drafted.prompt_tokens + drafted.completion_tokens
+    assert usage_report(first=site_today(), last=site_today()).totals.calls == len(calls)
+
+
+def test_a_budget_spent_by_drafting_refuses_the_next_kickoff_and_draft(
+        drafted: Plan, client: TestClient, builder: Any) -> None:
+    budget = drafted.cost_usd.quantize(Decimal("0.01"), rounding="ROUND_DOWN")  # just under what it cost
+    assert budget < drafted.cost_usd
+    DailyBudget.objects.create(user=builder, cost_usd=budget)
+
+    kickoff = client.post(f"/crews/{drafted.crew_id}/kickoff", json={"inputs": {"topic": "tides"}}, user=builder)
+    draft = client.post(f"/crews/{drafted.crew_id}/plans", json={"inputs": {"topic": "tides"}}, user=builder)
+
+    for response in (kickoff, draft):
+        assert response.status_code == 429, response.content
+        assert response.json()["code"] == "daily_budget_spent"
+        assert f"Your daily budget of {usd(budget)} is spent: {usd(drafted.cost_usd)} used today" in (
+            response.json()["detail"])
+    assert not Run.objects.exists() and Plan.objects.count() == 1
+
+
+def test_a_spent_budget_refuses_regenerating_a_task_too(
+        drafted: Plan, client: TestClient, builder: Any, fake_llm_server: FakeLLMServer,
+        django_capture_on_commit_callbacks: Any) -> None:
+    DailyBudget.objects.create(user=builder, cost_usd=drafted.cost_usd.quantize(Decimal("0.01"), rounding="ROUND_DOWN"))
+    task_id = drafted.crew.tasks.order_by("order").first().pk
+    asked = fake_llm_server.request_count
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(f"/plans/{drafted.pk}/tasks/{task_id}/regenerate", json={}, user=builder)
+
+    assert response.status_code == 429, response.content
+    assert response.json()["code"] == "daily_budget_spent"
+    drafted.refresh_from_db()
+    assert drafted.regenerating_task_ids == [] and fake_llm_server.request_count == asked
+
+
+def test_a_runs_own_draft_counts_once_as_its_llm_completed_events(
+        client: TestClient, builder: Any, priced_llm: Any, fake_llm_server: FakeLLMServer,
+        django_capture_on_commit_callbacks: Any) -> None:
+    tasks = TaskReplies(["Research", "Report"])
+    # The crew planner's call asks for a structured answer; the tasks' calls are plain ReAct text.
+    fake_llm_server.default = lambda request: (
+        answers(DRAFT)(request) if request.body.get("tool_choice") or request.body.get("response_format")
+        else tasks(request))
+    crew = make_crew(builder, name="Harbour crew", llm=priced_llm, planning=True, planning_llm=priced_llm)
+
+    run = run_once(client, builder, crew, django_capture_on_commit_callbacks)
+
+    events = RunEvent.objects.filter(run_id=run["id"], type="llm.completed")
+    assert events.filter(data__purpose="crew_plan").count() == 1
+    assert Plan.objects.filter(crew=crew).count() == 1 and PlanLLMCall.objects.count() == 0
+    report = usage_report(first=site_today(), last=site_today())
+    assert report.totals.calls == events.count() == run["usage"]["llm_calls"] == fake_llm_server.request_count
+    assert report.totals.prompt_tokens == run["usage"]["prompt_tokens"]
+
+
+# The usage API ---------------------------------------------------------------------------------
+
+
+def test_the_usage_api_gives_the_pages_figures_for_runs_and_drafts(
+        two_runs, drafted: Plan, admin_client_: Client, builder: Any) -> None:
+    today = site_today()
+    response = admin_client_.get("/api/usage", {"from": (today - timedelta(days=6)).isoformat(), "to": today.isoformat()})
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    report = usage_report(first=today - timedelta(days=6), last=today)
+    assert (body["from"], body["to"]) == ((today - timedelta(days=6)).isoformat(), today.isoformat())
+    assert body["totals"] == {"prompt_tokens": report.totals.prompt_tokens, "completion_tokens": report.totals.completion_tokens,
+                              "tokens": report.totals.tokens, "cost_usd": round(float(report.totals.cost_usd), 6),
+                              "calls": report.totals.calls}
+    runs_and_draft = Run.objects.all()
+    assert body["totals"]["calls"] == sum(r.llm_calls for r in runs_and_draft) + drafted.llm_calls.count()
+    assert len(body["days"]) == 7 and sum(day["calls"] for day in body["days"]) == body["totals"]["calls"]
+    assert {row["username"] for row in body["users"]} == {"bob", "olga"}
+    crews = {row["name"]: row for row in body["crews"]}
+    assert set(crews) == {"bob's crew", "olga's crew", "Harbour crew"}
+    assert crews["Harbour crew"]["crew_id"] == drafted.crew_id and crews["Harbour crew"]["agent_id"] is None
+    assert [(row["model"], row["calls"]) for row in body["llms"]] == [("openai/test", body["totals"]["calls"])]
+
+    mine = admin_client_.get("/api/usage", {"user_id": builder.pk}).json()
+    assert [row["username"] for row in mine["users"]] == ["bob"]
+
+
+def test_the_usage_api_is_for_admins_only(builder: Any, viewer: Any) -> None:
+    for user in (builder, viewer):
+        response = signed_in(user).get("/api/usage")
+        assert response.status_code == 403 and response.json()["code"] == "forbidden"
+    assert Client().get("/api/usage").status_code == 401
+
+
+@pytest.mark.parametrize("query", [
+    {"from": "2026-03-02", "to": "2026-03-01"},
+    {"to": "2999-01-01"},
+    {"from": "2020-01-01", "to": "2022-01-01"},
+    {"from": "0001-01-01"},
+    {"from": "yesterday"},
+    {"user_id": "0"},
+])
+def test_the_usage_api_refuses_a_bad_period_with_422(admin_client_: Client, query: dict[str, str]) -> None:
+    response = admin_client_.get("/api/usage", query)
+    assert response.status_code == 422, response.content
+    assert response.json()["errors"]
+
+
+def test_the_usage_operation_is_in_the_openapi_document() -> None:
+    operation = api.get_openapi_schema()["paths"]["/api/usage"]["get"]
+    assert {p["name"] for p in operation["parameters"]} == {"from", "to", "user_id"}
+    assert {200, 401, 403, 422} <= set(operation["responses"])
