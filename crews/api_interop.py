@@ -201,7 +201,9 @@ def _read_request(request: HttpRequest) -> tuple[sources.Project, ImportMapsIn]:
     "422 `unknown_names` listing them, until llm_map/tool_map settle each one (null: leave unset). "
     "Anything else invalid is a 422 `invalid_project` whose errors name file, line and key. With "
     "?dry_run=true nothing is stored and the answer previews the crew. New agents are created; a "
-    "crew or agent name you already use gets \" (2)\".",
+    "crew or agent name you already use gets \" (2)\". A zip's knowledge/ files listed in "
+    "`crew_planner.knowledge` become knowledge sources (indexed after the import), each checked as "
+    "an upload is; a file that cannot be one is an error naming it.",
     openapi_extra={"requestBody": {"content": {
         "application/json": {"schema": ImportIn.model_json_schema()},
         "multipart/form-data": {"schema": {
@@ -243,7 +245,10 @@ def crew_import(request: HttpRequest, dry_run: bool = False) -> Any:
     description="The zip always holds both layouts: config/agents.yaml, config/tasks.yaml and "
     "config/crew.yaml (the crew's settings), crew.jsonc and agents/<key>.jsonc. `format` names the "
     "primary one: its files come first, and importing the zip reads it. LLMs and tools are written "
-    "by name; no key or address. Importing it gives an equal crew.",
+    "by name; no key or address. Knowledge sources travel as files under knowledge/, listed as "
+    "`crew_planner.knowledge` ([{title, file}]) on their agent or the crew; memories stay behind. "
+    "At most 100 MB of them, as an import takes: the sources past that are left out and named in "
+    "KNOWLEDGE_LEFT_OUT.txt. Importing it gives an equal crew.",
     openapi_extra={"responses": {200: {
         "description": "A zip",
         "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},

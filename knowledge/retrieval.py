@@ -42,6 +42,12 @@ class RunKnowledge:
         found = await _db(selectors.memory_search)(crew_id=self.crew_id, user_id=self.user_id, text=query)
         return [Recollection(id=m.pk, text=m.text) for m in found]
 
+    async def titles(self, *, agent_key: str | None) -> Sequence[str]:
+        if not self.has_sources:
+            return []
+        agent_id = int(agent_key) if agent_key and agent_key.isdigit() else None
+        return await _db(selectors.source_titles)(agent_id=agent_id, crew_id=self.crew_id)
+
     async def save(self, *, task_key: str, lines: Sequence[str]) -> Sequence[Recollection]:
         saved = await _db(services.memories_save)(
             crew_id=self.crew_id, user_id=self.user_id, run_id=self.run_id, lines=lines

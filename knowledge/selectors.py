@@ -87,9 +87,17 @@ def readable_source_ids(*, agent_id: int | None, crew_id: int | None) -> list[in
         owners |= Q(crew_id=crew_id)
     if not owners:
         return []
-    return list(
-        KnowledgeSource.objects.filter(owners, status=KnowledgeSource.Status.INDEXED).values_list("id", flat=True)
-    )
+    # Unordered, so the (crew, status) and (agent, status) indexes answer it without reading the
+    # rows, whose content blobs SQLite would walk (5.4 -> 0.14 ms per task at 10k chunks, bench/knowledge.py).
+    rows = KnowledgeSource.objects.filter(owners, status=KnowledgeSource.Status.INDEXED).order_by()
+    return list(rows.values_list("id", flat=True))
+
+
+def source_titles(*, agent_id: int | None, crew_id: int | None) -> list[str]:
+    """The titles of the sources ``readable_source_ids`` gives, oldest first: what the crew
+    planner and a hierarchical crew's manager are told a task's agent can read."""
+    ids = readable_source_ids(agent_id=agent_id, crew_id=crew_id)
+    return list(KnowledgeSource.objects.filter(pk__in=ids).values_list("title", flat=True))
 
 
 def fuse(rankings: Sequence[Sequence[int]], *, k: int = RRF_K) -> list[int]:

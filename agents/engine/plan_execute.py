@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,12 +148,15 @@ async def _run_step(
         {"step_id": step.id, "number": step.number, "description": step.action},
         step_id=step.id,
     )
+    context: Sequence[str] = task.context
+    if ctx.knowledge is not None:  # the task's sources searched again for this step (issue #19)
+        context = await ctx.knowledge.for_step(ctx, step_id=step.id, text=step.action, context=context)
     # The seed keeps the task in its conversation memory; a fresh conversation restates it.
     text = book.render(
         "plan_execute_step",
         description=task_description(task, book),
         expected_output=task.expected_output,
-        context="\n\n".join(task.context) if task.context else book.render("none"),
+        context="\n\n".join(context) if context else book.render("none"),
         number=step.number,
         action=step.action,
         log=log.rstrip() or book.render("nothing"),

@@ -261,11 +261,17 @@ class PlanAndAct(Drafting, ApprovedPlan):
             limit = self.config.max_step_iterations
             outcome: StepOutcome
             error: str | None = None
+            context: Sequence[str] = self.task.context
+            if self.ctx.knowledge is not None:
+                # The task's sources searched again for this step (issue #19).
+                context = await self.ctx.knowledge.for_step(
+                    self.ctx, step_id=step.id, text=step.description, context=context
+                )
             try:
                 result = await run_react_loop(
                     self.ctx,
                     self.agent,
-                    self.step_messages(step),
+                    self.step_messages(step, context),
                     max_iter=limit,
                     purpose="step",
                     step_id=step.id,
@@ -303,9 +309,11 @@ class PlanAndAct(Drafting, ApprovedPlan):
     def system_for_steps(self) -> Message:
         return build_task_messages(self.ctx, self.agent, self.task)[0]
 
-    def step_messages(self, step: PlanStep) -> list[Message]:
-        """A fresh conversation: persona, task, earlier tasks' outputs, the step, its inputs."""
+    def step_messages(self, step: PlanStep, context: Sequence[str] | None = None) -> list[Message]:
+        """A fresh conversation: persona, task, earlier tasks' outputs (``context``: the task's,
+        unless the step's search widened it), the step, its inputs."""
         book = self.book
+        context = self.task.context if context is None else context
         by_number = {s.number: s for s in self.steps}
         blocks = []
         for number in step.depends_on:
@@ -329,7 +337,7 @@ class PlanAndAct(Drafting, ApprovedPlan):
             **self.persona,
             description=self.description,
             expected_output=self.task.expected_output,
-            context="\n\n".join(self.task.context) if self.task.context else none,
+            context="\n\n".join(context) if context else none,
             dependency_results="\n\n".join(blocks) if blocks else none,
             step=current,
         )

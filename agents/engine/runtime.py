@@ -212,6 +212,15 @@ class EventEmitter:
         return EventEmitter(sink=self.sink, clock=self.clock, task_id=task_id)
 
 
+class StepKnowledge(Protocol):
+    """A task's knowledge sources, searched again before each of its steps (issue #19); the crew
+    runtime sets it on the task's context (``crews.engine.knowledge.TaskKnowledge``)."""
+
+    async def for_step(self, ctx: RunContext, *, step_id: str, text: str, context: Sequence[str]) -> tuple[str, ...]:
+        """The task's ``context`` as the step should see it (its passages widened for ``text``)."""
+        ...
+
+
 @dataclass
 class RunContext:
     """Everything an agent run needs from outside, passed in: no globals.
@@ -229,6 +238,8 @@ class RunContext:
     tools: Any = None  # agents.engine.tools.ToolRegistry; None = the built-in catalogue
     usage: Usage = field(default_factory=Usage)
     tool_cache: dict[tuple[str, str], str] = field(default_factory=dict)
+    # The task's sources, for its steps; one task's, so ``for_task`` leaves it behind.
+    knowledge: StepKnowledge | None = None
 
     def for_task(self, task_id: str | None) -> RunContext:
         """A view of the same run whose events carry ``task_id``; usage and cache are shared."""

@@ -90,10 +90,12 @@ async def _run_one(
     await task_ctx.emit("task.started", {"task_id": task_ref(task.key), "agent": agent.role, "number": task.number})
     notes = TaskNotes()
     if knowledge is not None:
-        # Passages and memories come first in the task's context (issue #19).
-        blocks = await recall(task_ctx, knowledge, task, agent.key)
-        if blocks:
-            spec = spec.model_copy(update={"context": (*blocks, *spec.context)})
+        # Passages and memories come first in the task's context (issue #19); its steps search
+        # again for their own text.
+        recalled = await recall(task_ctx, knowledge, task, agent.key)
+        if recalled.blocks:
+            spec = spec.model_copy(update={"context": (*recalled.blocks, *spec.context)})
+        task_ctx.knowledge = recalled.knowledge
         if knowledge.remembers:
             task_ctx = noting(task_ctx, notes)
     try:
@@ -139,7 +141,7 @@ async def run_crew(
         key: TaskOutcome(key=key, status="done", output=out) for key, out in outputs.items()
     }
     pending: list[tuple[CrewTaskSpec, asyncio.Task[TaskOutcome]]] = []
-    manager = _Manager(ctx, crew) if crew.process == "hierarchical" else None
+    manager = _Manager(ctx, crew, knowledge) if crew.process == "hierarchical" else None
     failure: TaskOutcome | None = None
 
     async def settle() -> None:
@@ -211,10 +213,11 @@ class _Manager:
     DELEGATE = "delegate_work_to_coworker"
     ASK = "ask_question_to_coworker"
 
-    def __init__(self, ctx: RunContext, crew: CrewSpec) -> None:
+    def __init__(self, ctx: RunContext, crew: CrewSpec, knowledge: KnowledgeBase | None = None) -> None:
         assert crew.manager_llm is not None
         self.ctx = ctx
         self.crew = crew
+        self.knowledge = knowledge
         self.book = ctx.prompts if ctx.prompts is not None else PromptBook()
         self.coworkers = {a.role: a for a in crew.agents}
         # Who does what: the manager picks a coworker by role, so it needs their goals too.
@@ -262,6 +265,13 @@ class _Manager:
                 )
                 sub = self.ctx.for_task(task.key)
                 await sub.emit("task.delegated", {"coworker": agent.role, "kind": kind, "task": args["task"]})
+                if self.knowledge is not None:
+                    # The coworker reads its own and the crew's sources for the work handed to it;
+                    # the crew's memories went to the manager.
+                    query = "\n".join(p for p in (args["task"], args.get("context")) if p)
+                    recalled = await recall(sub, self.knowledge, task, agent.key, query=query, memories=False)
+                    spec = spec.model_copy(update={"context": (*recalled.blocks, *spec.context)})
+                    sub.knowledge = recalled.knowledge
                 result = await run_agent(sub, agent, spec)
                 return result.output
 
@@ -279,6 +289,16 @@ class _Manager:
         task_ctx.tools = self._tools(task)
         agent_name = self.agent.role
         await task_ctx.emit("task.started", {"task_id": task_ref(task.key), "agent": agent_name, "number": task.number})
+        notes = TaskNotes()
+        if self.knowledge is not None:
+            # The manager hands work to whoever holds the right documents: it sees every
+            # source's title (a coworker's own named with its role) and the crew's passages.
+            recalled = await recall(task_ctx, self.knowledge, task, None, titles=await self._titles())
+            if recalled.blocks:
+                spec = spec.model_copy(update={"context": (*recalled.blocks, *spec.context)})
+            task_ctx.knowledge = recalled.knowledge
+            if self.knowledge.remembers:
+                task_ctx = noting(task_ctx, notes)
         try:
             result = await run_agent(task_ctx, self.agent, spec)
         except (Cancelled, BudgetExceeded):
@@ -290,10 +310,19 @@ class _Manager:
         if task.output_schema is not None:
             data["output_json"] = result.output_json
         await task_ctx.emit("task.completed", data)
+        if self.knowledge is not None and self.knowledge.remembers:
+            await learn(task_ctx, self.knowledge, self.agent.llm, task, result.output, notes)
         return TaskOutcome(
             key=task.key, status="done", output=result.output, usage=result.usage, output_json=result.output_json
         )
 
-
-
-
+    async def _titles(self) -> list[str]:
+        """Every source title the crew's agents read: the crew's, then each coworker's own as
+        "title (role)"."""
+        assert self.knowledge is not None
+        crew = list(await self.knowledge.titles(agent_key=None))
+        titles = list(crew)
+        for agent in self.crew.agents:
+            own = [t for t in await self.knowledge.titles(agent_key=agent.key) if t not in crew]
+            titles += [f"{t} ({agent.role})" for t in own]
+        return titles

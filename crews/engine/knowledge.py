@@ -54,6 +54,11 @@ class KnowledgeBase(Protocol):
 
     async def save(self, *, task_key: str, lines: Sequence[str]) -> Sequence[Recollection]: ...
 
+    async def titles(self, *, agent_key: str | None) -> Sequence[str]:
+        """The titles of the sources a task of the agent reads (its own and the crew's); the
+        crew's alone for ``None``."""
+        ...
+
 
 def estimate_tokens(text: str) -> int:
     """As the LLM caller estimates a prompt: four characters a token."""
@@ -82,26 +87,90 @@ def _query(task: CrewTaskSpec) -> str:
     return "\n".join(p for p in (task.name, task.description, task.expected_output) if p)
 
 
-async def recall(ctx: RunContext, base: KnowledgeBase, task: CrewTaskSpec, agent_key: str | None) -> list[str]:
-    """The context blocks for ``task``: its knowledge passages and the crew's memories, each under
-    its heading and within its token budget; emits what was used."""
+def _unique(passages: Sequence[Passage]) -> list[Passage]:
+    """``passages`` in order, each chunk once (a step's search often finds the task's again)."""
+    seen: set[tuple[int, str]] = set()
+    kept: list[Passage] = []
+    for p in passages:
+        if (p.source_id, p.text) not in seen:
+            seen.add((p.source_id, p.text))
+            kept.append(p)
+    return kept
+
+
+async def _give(
+    ctx: RunContext, base: KnowledgeBase, found: Sequence[Passage], *, step_id: str | None = None,
+    titles: Sequence[str] = (),
+) -> tuple[str | None, list[Passage]]:
+    """The ``knowledge`` block of ``found`` within the token budget, and the passages it holds;
+    emits ``knowledge.retrieved`` when it holds any. ``titles``: every source the reader may
+    search, named in the heading even when none of them matched (the manager's view)."""
     book = ctx.prompts if ctx.prompts is not None else PromptBook()
-    query = _query(task)
-    blocks: list[str] = []
-    found = list(await base.passages(agent_key=agent_key, query=query))
     texts = _within([f"[{p.source}] {p.text}" for p in found], base.knowledge_tokens)
-    used = found[: len(texts)]
+    used = list(found[: len(texts)])
+    if not used and not titles:
+        return None, []
+    sources = list(titles) or list(dict.fromkeys(p.source for p in used))
+    passages = "\n\n".join(texts) or book.render("none")
+    block = book.render("knowledge", sources=", ".join(sources), passages=passages)
     if used:
-        sources = list(dict.fromkeys(p.source for p in used))
-        blocks.append(book.render("knowledge", sources=", ".join(sources), passages="\n\n".join(texts)))
-        await ctx.emit("knowledge.retrieved", {
+        data: dict[str, Any] = {
             "source_ids": list(dict.fromkeys(p.source_id for p in used)),
             "chunks": [
                 {"source": p.source_id, "title": p.source, "text": t.removeprefix(f"[{p.source}] ")}
                 for p, t in zip(used, texts, strict=True)
             ],
-        })
-    if base.remembers:
+        }
+        if step_id is not None:
+            data["step_id"] = step_id
+        await ctx.emit("knowledge.retrieved", data, step_id=step_id)
+    return block, used
+
+
+@dataclass
+class TaskKnowledge:
+    """What a task was given from its sources, and the search before each of its steps
+    (``agents.engine.runtime.StepKnowledge``: a Plan-and-Act step, or an approved plan's)."""
+
+    base: KnowledgeBase
+    agent_key: str | None
+    passages: list[Passage]
+    block: str | None  # the task's ``knowledge`` block, as its context holds it
+
+    async def for_step(self, ctx: RunContext, *, step_id: str, text: str, context: Sequence[str]) -> tuple[str, ...]:
+        """``context`` for the step: the step's best passages first, then the task's not among
+        them, within the same budget, in place of the task's block. A step whose search finds
+        nothing the task was not given keeps the task's context, and no event is emitted."""
+        found = list(await self.base.passages(agent_key=self.agent_key, query=text))
+        known = {(p.source_id, p.text) for p in self.passages}
+        if all((p.source_id, p.text) in known for p in found):
+            return tuple(context)
+        block, _used = await _give(ctx, self.base, _unique([*found, *self.passages]), step_id=step_id)
+        rest = [c for c in context if self.block is None or c != self.block]
+        return (block, *rest) if block is not None else tuple(rest)
+
+
+@dataclass
+class Recalled:
+    blocks: list[str]  # the context blocks, in order: knowledge, then memories
+    knowledge: TaskKnowledge  # for the task's steps
+
+
+async def recall(
+    ctx: RunContext, base: KnowledgeBase, task: CrewTaskSpec, agent_key: str | None, *,
+    query: str | None = None, titles: Sequence[str] = (), memories: bool = True,
+) -> Recalled:
+    """The context blocks for ``task`` (or for ``query``, a delegated piece of it): its knowledge
+    passages and the crew's memories, each under its heading and within its token budget; emits
+    what was used. ``titles`` name every source in the heading (the manager's view)."""
+    book = ctx.prompts if ctx.prompts is not None else PromptBook()
+    query = query or _query(task)
+    blocks: list[str] = []
+    found = list(await base.passages(agent_key=agent_key, query=query))
+    block, used = await _give(ctx, base, found, titles=titles)
+    if block is not None:
+        blocks.append(block)
+    if memories and base.remembers:
         items = list(await base.memories(query=query))
         lines = _within([f"- {m.text}" for m in items], base.memory_tokens)
         if lines:
@@ -109,7 +178,31 @@ async def recall(ctx: RunContext, base: KnowledgeBase, task: CrewTaskSpec, agent
             await ctx.emit("memory.recalled", {
                 "items": [{"id": m.id, "text": m.text} for m in items[: len(lines)]],
             })
-    return blocks
+    return Recalled(blocks, TaskKnowledge(base, agent_key, used, block))
+
+
+# The crew planner sees a few passages per task: enough to plan around a source, while the task
+# itself gets its full share when it runs.
+PLANNER_PASSAGES = 3
+# All tasks' listings go into one crew_plan request, so the planner is shown passages of the crew's
+# shared sources only: an agent's own sources are for it alone (their titles say what it will read).
+PLANNER_SHARED_ONLY = (
+    "The passages below come from the crew's shared sources; the agent searches its own sources "
+    "itself when the task runs."
+)
+
+
+async def planner_view(base: KnowledgeBase, book: PromptBook, task: CrewTaskSpec, agent_key: str | None) -> str | None:
+    """What the crew planner is told of ``task``'s sources: the titles its agent may search (its
+    own and the crew's) and the best few passages of the crew's shared sources for the task,
+    within the token budget; None when it has no source."""
+    titles = list(await base.titles(agent_key=agent_key))
+    if not titles:
+        return None
+    found = list(await base.passages(agent_key=None, query=_query(task)))[:PLANNER_PASSAGES]
+    texts = _within([f"[{p.source}] {p.text}" for p in found], base.knowledge_tokens)
+    passages = "\n\n".join(texts) or book.render("none")
+    return book.render("knowledge", sources=", ".join(titles), passages=f"{PLANNER_SHARED_ONLY}\n\n{passages}")
 
 
 @dataclass

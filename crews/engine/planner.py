@@ -16,6 +16,7 @@ from agents.engine.runtime import RunContext
 from agents.engine.specs import LLMSpec
 from agents.engine.structured import Shape, ask_structured
 from agents.engine.tools import ToolRegistry, default_registry
+from crews.engine.knowledge import KnowledgeBase, planner_view
 from crews.engine.specs import CrewSpec, CrewTaskSpec
 
 SUBMIT_TOOL = "submit_crew_plan"
@@ -53,9 +54,11 @@ class CrewPlanDraft:
 
 
 def task_summary(
-    crew: CrewSpec, task: CrewTaskSpec, tools: ToolRegistry | None, book: PromptBook | None = None
+    crew: CrewSpec, task: CrewTaskSpec, tools: ToolRegistry | None, book: PromptBook | None = None,
+    knowledge: str | None = None,
 ) -> str:
-    """One task as the planner sees it: texts, agent persona, tools with schemas, context tasks."""
+    """One task as the planner sees it: texts, agent persona, tools with schemas, context tasks,
+    and ``knowledge``, its sources' titles and the crew's best passages (``knowledge.planner_view``)."""
     book = book or PromptBook()
     agent = crew.agent(task.agent_key)
     name = task.name or book.render("crew_plan_task_unnamed", number=task.number)
@@ -87,6 +90,8 @@ def task_summary(
         lines.append(book.render("crew_plan_task_output_schema", schema=schema))
     if task.guardrails.active:
         lines.append(book.render("crew_plan_task_checks", checks=describe_checks(task.guardrails)))
+    if knowledge:
+        lines.append(knowledge)
     return "\n".join(lines)
 
 
@@ -97,8 +102,9 @@ def _messages(
     tools: ToolRegistry | None,
     feedback: str | None,
     keep: Mapping[str, Sequence[str]] | None,
+    knowledge: Mapping[str, str] | None = None,
 ) -> list[Message]:
-    blocks = [task_summary(crew, t, tools, book) for t in tasks]
+    blocks = [task_summary(crew, t, tools, book, (knowledge or {}).get(t.key)) for t in tasks]
     text = book.render("crew_plan", tasks="\n\n".join(blocks))
     for task in tasks:
         kept = (keep or {}).get(task.key) or ()
@@ -187,6 +193,7 @@ async def draft_crew_plan(
     only_tasks: Iterable[str] | None = None,
     feedback: str | None = None,
     keep: Mapping[str, Sequence[str]] | None = None,
+    knowledge: KnowledgeBase | None = None,
 ) -> CrewPlanDraft:
     """Draft steps for the crew's tasks (or ``only_tasks``), emitting crew_plan.* events.
 
@@ -197,15 +204,24 @@ async def draft_crew_plan(
     param still caps it, and the warning says so), within ``MAX_PLAN_REQUESTS``. A cut-off draft
     that could be read is kept, with its warning, when the repair gives nothing usable; else
     ``CrewPlanError`` after ``crew_plan.failed``, saying plainly why. ``keep`` lists steps
-    (pinned by a person) the planner must not repeat. ``crew_plan.completed`` is the caller's:
-    it knows the saved plan.
+    (pinned by a person) the planner must not repeat. With ``knowledge``, each task's listing
+    names the sources its agent reads and the best passages of the crew's shared sources for it
+    (issue #19): one request holds every task, so no agent's own passages go into it.
+    ``crew_plan.completed`` is the caller's: it knows the saved plan.
     """
     book = ctx.prompts or PromptBook()
     tools = ctx.tools if isinstance(ctx.tools, ToolRegistry) else default_registry()
     wanted = set(only_tasks) if only_tasks is not None else None
     tasks = [t for t in crew.tasks if wanted is None or t.key in wanted]
     await ctx.emit("crew_plan.started", {"tasks": [t.number for t in tasks]})
-    messages = _messages(crew, tasks, book, tools, feedback, keep)
+    views: dict[str, str] = {}
+    if knowledge is not None:
+        for task in tasks:
+            agent = crew.agent(task.agent_key)
+            view = await planner_view(knowledge, book, task, agent.key if agent is not None else None)
+            if view is not None:
+                views[task.key] = view
+    messages = _messages(crew, tasks, book, tools, feedback, keep, views)
     request = LLMRequest(llm=llm, messages=messages, purpose="crew_plan")
     sent, error, answered_prose = 0, "", True
     kept: CrewPlanDraft | None = None  # a parseable answer that was cut off, kept if the repair fails

@@ -1,6 +1,7 @@
 """Exporting a crew as a zip of both CrewAI layouts: classic YAML (``config/agents.yaml``,
 ``config/tasks.yaml``, plus our ``config/crew.yaml`` for what CrewAI keeps in ``crew.py``) and
-JSONC (``crew.jsonc``, ``agents/<key>.jsonc``).
+JSONC (``crew.jsonc``, ``agents/<key>.jsonc``); knowledge sources' files under ``knowledge/``
+(``crews.interop.knowledge``).
 
 CrewAI's keys carry what CrewAI has; our own settings ride in ``crew_planner`` objects. LLMs and
 tools are written by name, never with a key, an address or any other secret. Importing the zip
@@ -26,6 +27,7 @@ from django.db import models
 
 from agents.models import Agent
 from crews.interop.fields import EXTRA
+from crews.interop.knowledge import LEFT_OUT_FILE, export_sources, left_out_note
 from crews.interop.sources import JSONC, YAML
 from crews.models import Crew, Task
 
@@ -171,6 +173,11 @@ def crew_export(*, crew: Crew, layout: str = YAML) -> tuple[str, bytes]:
     agent_data = {agent_keys[a.pk]: _agent(a, agent_keys[a.pk]) for a in agents}
     task_data = {task_keys[t.pk]: _task(t, task_keys[t.pk], agent_keys, task_keys) for t in tasks}
     crew_data = _crew(crew)
+    # Knowledge sources travel as files under knowledge/, listed by their owner; memories do not.
+    exported = export_sources([crew, *agents])
+    for owner, entries in exported.listed.items():
+        data = crew_data if owner is crew else agent_data[agent_keys[owner.pk]]
+        data.setdefault(EXTRA, {})["knowledge"] = entries
 
     classic = [
         ("config/agents.yaml", _yaml(agent_data)),
@@ -183,9 +190,12 @@ def crew_export(*, crew: Crew, layout: str = YAML) -> tuple[str, bytes]:
                   **{k: v for k, v in crew_data.items() if k != "name"}}
     jsonc = [("crew.jsonc", _jsonc(jsonc_crew))]
     jsonc += [(f"agents/{key}.jsonc", _jsonc(data)) for key, data in agent_data.items()]
+    knowledge = list(exported.files)
+    if exported.left_out:  # past the size an import takes: named in a note, never silently dropped
+        knowledge.append((LEFT_OUT_FILE, left_out_note(exported.left_out).encode()))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path, content in (classic + jsonc if layout != JSONC else jsonc + classic):
+        for path, content in [*(classic + jsonc if layout != JSONC else jsonc + classic), *knowledge]:
             archive.writestr(path, content)
     filename = f"{slug_key(crew.name, set(), 'crew')}.{layout}.zip"
     return filename, buffer.getvalue()

@@ -20,6 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 from agents.models import Agent, PlanningConfig
 from agents.schemas import ToolOptionsIn
 from agents.tools import catalogue_names
+from crews.interop.knowledge import SourceRef, read_listing
 from crews.interop.problems import ImportRejected, Problem
 from crews.interop.sources import Entry, Path, Project
 from crews.models import Crew, OnStepFailure, Task
@@ -53,6 +54,7 @@ class Draft:
     planning_config: dict[str, Any] | None = None
     agent: Ref | None = None  # a task's agent key
     context: list[Ref] = field(default_factory=list)  # a task's context task keys
+    knowledge: list[SourceRef] = field(default_factory=list)  # an agent's or the crew's sources
 
     def problem(self, message: str, field_name: str) -> Problem:
         return self.entry.problem(message, *self.origin.get(field_name, ()))
@@ -233,6 +235,7 @@ def _agent(entry: Entry, problems: list[Problem], notices: list[str]) -> Draft:
     read.boolean("planning", "planning")
     _planning(read, draft, notices)
     ours.choice("agent_type", "agent_type", tuple(Agent.AgentType.values))
+    _knowledge(ours, draft)
     _tool_options(ours)
     budget = ours.get("budget")
     if isinstance(budget, dict):
@@ -245,6 +248,15 @@ def _agent(entry: Entry, problems: list[Problem], notices: list[str]) -> Draft:
     read.ignored(notices)
     ours.ignored(notices)
     return draft
+
+
+def _knowledge(ours: _Reader, draft: Draft) -> None:
+    """The sources listed in ``crew_planner.knowledge`` (``crews.interop.knowledge``)."""
+    draft.knowledge = read_listing(
+        ours.get("knowledge"),
+        lambda index: ours.entry.problem("", *ours.path("knowledge"), index),
+        lambda message: ours.fail(message, "knowledge"),
+    )
 
 
 def _tool_options(ours: _Reader) -> None:
@@ -438,6 +450,7 @@ def _crew(entry: Entry, problems: list[Problem], notices: list[str]) -> Draft:
     ours.boolean("review_plan", "review_plan")
     ours.boolean("run_without_plan_on_failure", "run_without_plan_on_failure")
     ours.choice("on_step_failure", "on_step_failure", tuple(OnStepFailure.values))
+    _knowledge(ours, draft)
     budget = ours.get("budget")
     if isinstance(budget, dict):
         spend = _Reader(entry, draft, problems, budget, {k: (*ours.path("budget"), k) for k in budget})

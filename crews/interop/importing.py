@@ -18,6 +18,7 @@ from agents.services import agent_create
 from agents.tools import catalogue_names
 from crews import services
 from crews.interop.fields import CrewDraft, Draft, Ref, crew_draft
+from crews.interop.knowledge import KnowledgeFiles, import_sources
 from crews.interop.problems import ImportRejected, Problem
 from crews.interop.sources import Project
 from crews.models import Crew, Task
@@ -70,7 +71,7 @@ def crew_import(
             unknown_llms=unknown_llms, unknown_tools=unknown_tools, unknown_only=True,
         )
     with transaction.atomic():
-        crew, preview = _create(actor, draft, llms, tools, notices)
+        crew, preview = _create(actor, draft, llms, tools, notices, project.knowledge, dry_run=dry_run)
         if dry_run:
             transaction.set_rollback(True)
     return ImportResult(crew, preview, notices, unknown_llms, unknown_tools)
@@ -189,7 +190,8 @@ def _rejected(exc: ValidationError, draft: Draft) -> ImportRejected:
 
 
 def _create(
-    actor: Any, draft: CrewDraft, llms: dict[str, LLM | None], tools: dict[str, str | None], notices: list[str]
+    actor: Any, draft: CrewDraft, llms: dict[str, LLM | None], tools: dict[str, str | None], notices: list[str],
+    files: KnowledgeFiles | None = None, *, dry_run: bool = False,
 ) -> tuple[Crew, dict[str, Any]]:
     task_tools: dict[str, list[Ref]] = {}
     for task in draft.tasks:  # tools belong to agents here: a task's go to its agent
@@ -246,7 +248,20 @@ def _create(
         except ValidationError as exc:
             raise _rejected(exc, item) from None
         tasks[item.entry.key] = task
+    _sources(actor, draft, crew, agents, files, notices, dry_run)
     return crew, _preview(crew, agents, tasks)
+
+
+def _sources(actor: Any, draft: CrewDraft, crew: Crew, agents: dict[str, Agent], files: KnowledgeFiles | None,
+             notices: list[str], dry_run: bool) -> None:
+    """The knowledge sources the project lists, from its zip's files (a dry run only checks
+    them); every file that cannot be one is named, and nothing is imported."""
+    problems: list[Problem] = []
+    owners = [(crew, crew.name, draft.crew.knowledge),
+              *((agents[d.entry.key], agents[d.entry.key].name, d.knowledge) for d in draft.agents)]
+    import_sources(actor=actor, owners=owners, files=files, problems=problems, notices=notices, dry_run=dry_run)
+    if problems:
+        raise ImportRejected(problems)
 
 
 def _preview(crew: Crew, agents: dict[str, Agent], tasks: dict[str, Task]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
+from crews.interop.knowledge import KnowledgeFiles, in_folder, top_folder
 from crews.interop.parsing import Document, parse_jsonc, parse_yaml
 from crews.interop.plain import Path, plain_json
 from crews.interop.problems import ImportRejected, Problem
@@ -56,6 +57,8 @@ class Project:
     crew: Entry
     agents: list[Entry]
     tasks: list[Entry]
+    # The zip's knowledge files; None when the project came as texts, which cannot carry them.
+    knowledge: KnowledgeFiles | None = None
 
 
 # Projects ----------------------------------------------------------------------------------------
@@ -208,11 +211,14 @@ def read_zip(data: bytes) -> dict[str, bytes]:
     except (zipfile.BadZipFile, ValueError):
         raise ImportRejected([Problem("file", None, "", _("This is not a zip file."))]) from None
     with archive:
+        listed = [info for info in archive.infolist()
+                  if not info.is_dir() and "__MACOSX" not in info.filename.split("/")]
+        top = top_folder(info.filename for info in listed)
         infos = [
-            info for info in archive.infolist()
-            if not info.is_dir() and "__MACOSX" not in info.filename.split("/")
-            and not PurePosixPath(info.filename).name.startswith(".")
+            info for info in listed
+            if not PurePosixPath(info.filename).name.startswith(".")
             and PurePosixPath(info.filename).suffix.lower() in (".yaml", ".yml", ".jsonc", ".json")
+            and in_folder(info.filename, top) is None  # a knowledge source's file (JSON, say) is no project file
         ]
         if len(infos) > MAX_PROJECT_FILES or sum(i.file_size for i in infos) > MAX_PROJECT_BYTES:
             raise ImportRejected([Problem("file", None, "", _("This zip is too large to be a crew project."))])
@@ -250,12 +256,27 @@ def _folder_name(path: str) -> str:
     return parts[-1] if parts else ""
 
 
+def project_knowledge(files: Mapping[str, bytes]) -> KnowledgeFiles | None:
+    """The knowledge files an upload carries: a zip's ``knowledge/`` folder; None for loose files."""
+    if len(files) == 1 and next(iter(files)).lower().endswith(".zip"):
+        return KnowledgeFiles.from_zip(next(iter(files.values())))
+    return None
+
+
 def project_from_files(files: Mapping[str, bytes], *, layout: str | None = None) -> Project:
     """A project from uploaded files: one zip, or the loose YAML or JSONC files. A zip may hold its
     files under a top folder (CrewAI's ``src/<name>/config/...``). With both layouts present,
-    ``layout`` picks one; without it, the one whose file comes first."""
+    ``layout`` picks one; without it, the one whose file comes first. A zip's ``knowledge/``
+    files come with it (``crews.interop.knowledge``)."""
+    knowledge = project_knowledge(files)
     if len(files) == 1 and next(iter(files)).lower().endswith(".zip"):
         files = read_zip(next(iter(files.values())))
+    project = _project_from_files(files, layout)
+    project.knowledge = knowledge
+    return project
+
+
+def _project_from_files(files: Mapping[str, bytes], layout: str | None) -> Project:
     total = sum(len(data) for data in files.values())
     if len(files) > MAX_PROJECT_FILES or total > MAX_PROJECT_BYTES:
         raise ImportRejected([Problem("file", None, "", _("These files are too large to be a crew project."))])

@@ -19,6 +19,7 @@ from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post, re
 from crews import selectors
 from crews.forms_interop import CrewImportForm, ImportMappingForm
 from crews.interop import exporting, importing, sources
+from crews.interop.knowledge import DROPPED, KnowledgeFiles, in_folder, kept_texts, top_folder
 from crews.interop.problems import ImportRejected, Problem
 from planner_site.body_checks import loads_checked
 
@@ -34,11 +35,15 @@ def _kept(raw: str) -> dict[str, str]:
     return {}
 
 
-def _project(request: HtmxHttpRequest, form: CrewImportForm) -> tuple[sources.Project, dict[str, str]]:
-    """The project the form names, and the uploaded files' texts to keep for the next post."""
+def _project(request: HtmxHttpRequest, form: CrewImportForm) -> tuple[sources.Project, dict[str, str], bool]:
+    """The project the form names, the uploaded files' texts to keep for the next post (a zip's
+    knowledge files among them, as base64), and whether knowledge files were too large to keep."""
     uploads = form.cleaned_data["files"]
+    knowledge: KnowledgeFiles | None = None
     if uploads:
-        texts = sources.project_texts({upload.name: upload.read() for upload in uploads})
+        raw = {upload.name: upload.read() for upload in uploads}
+        texts = sources.project_texts(raw)
+        knowledge = sources.project_knowledge(raw)
     elif form.pasted():
         name = form.cleaned_data["name"].strip()
         project = sources.project_from_yaml(
@@ -47,12 +52,20 @@ def _project(request: HtmxHttpRequest, form: CrewImportForm) -> tuple[sources.Pr
             crew={"name": name} if name else None,
             files=("agents.yaml", "tasks.yaml", "crew"),
         )
-        return project, {}
+        return project, {}, False
     else:
-        texts = _kept(form.cleaned_data["project"])
+        kept = _kept(form.cleaned_data["project"])
+        top = top_folder(kept)  # as the zip's: the kept files keep their paths in it
+        texts = {name: text for name, text in kept.items() if in_folder(name, top) is None}
+        if len(texts) < len(kept):
+            knowledge = KnowledgeFiles.from_kept(kept)
     if not texts:
         raise ImportRejected([Problem("file", None, "", _("Upload the project's files, or paste its YAML."))])
-    return sources.project_from_files({name: text.encode() for name, text in texts.items()}), texts
+    project = sources.project_from_files({name: text.encode() for name, text in texts.items()})
+    project.knowledge = knowledge
+    files = kept_texts(knowledge, texts) if knowledge is not None else {}
+    dropped = DROPPED in files.values()
+    return project, {**texts, **files}, dropped
 
 
 @require_http_methods(["GET", "POST"])
@@ -65,7 +78,7 @@ def crew_import(request: HtmxHttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"form": form, "kept": {}, "problems": []}
     if post and form.is_valid():
         try:
-            project, context["kept"] = _project(request, form)
+            project, context["kept"], dropped = _project(request, form)
             first = importing.crew_import(actor=request.user, project=project, dry_run=True)
             mapping = ImportMappingForm(
                 request.POST, llm_names=first.unknown_llms, tool_names=first.unknown_tools,
@@ -79,6 +92,9 @@ def crew_import(request: HtmxHttpRequest) -> HttpResponse:
                 return redirect_after_post(request, reverse("crews:crew-detail", args=[result.crew.pk]))
             result = importing.crew_import(actor=request.user, project=project, dry_run=True, **maps)
             context.update(preview=result.preview, notices=result.notices, mapping=mapping)
+            if dropped:
+                context["notices"].append(_("The knowledge files are too large to keep between Preview and "
+                                            "Import: choose the zip again when you press Import."))
         except ImportRejected as exc:
             context["problems"] = exc.problems
     context["kept_json"] = json.dumps(context["kept"], ensure_ascii=False) if context["kept"] else ""
