@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from agents.forms import ServiceErrorsMixin
@@ -17,12 +18,15 @@ class SourceForm(ServiceErrorsMixin, forms.Form):
         label=_("Title"), required=False, max_length=KnowledgeSource._meta.get_field("title").max_length,
         help_text=_("How the prompt names the source. Empty: the file's name."),
     )
-    file = forms.FileField(
-        label=_("File"), required=False,
-        help_text=_("Plain text (.txt), Markdown (.md), PDF, CSV or JSON, up to %(mb)s MB.")
-        % {"mb": settings.PLANNER_KNOWLEDGE_MAX_FILE_BYTES // (1024 * 1024)},
-    )
+    file = forms.FileField(label=_("File"), required=False)
     text = forms.CharField(label=_("Or paste text"), required=False, widget=forms.Textarea(attrs={"rows": 5}))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Filled per form, in the reader's language (a lazy string % values is English at import).
+        self.fields["file"].help_text = gettext(
+            "Plain text (.txt), Markdown (.md), PDF, CSV or JSON, up to %(mb)s MB."
+        ) % {"mb": settings.PLANNER_KNOWLEDGE_MAX_FILE_BYTES // (1024 * 1024)}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

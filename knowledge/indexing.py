@@ -64,7 +64,10 @@ def source_index(*, source_id: int) -> None:
         KnowledgeChunk.objects.filter(source_id=source_id).delete()
         KnowledgeChunk.objects.bulk_create(
             [
-                KnowledgeChunk(source_id=source_id, position=i, text=piece, embedding=vector)
+                KnowledgeChunk(
+                    source_id=source_id, position=i, text=piece,
+                    embedding=None if vector is None else embeddings.pack(vector),
+                )
                 for i, (piece, vector) in enumerate(zip(pieces, vectors, strict=True))
             ],
             batch_size=500,

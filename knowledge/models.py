@@ -1,7 +1,9 @@
 """Data of the knowledge app: sources (an agent's or a crew's), their chunks, a crew's memories.
 
 The full-text index lives beside the tables, per database (``knowledge.search``): an FTS5 table
-kept in step by triggers on SQLite, an expression GIN index on PostgreSQL (both in migrations).
+kept in step by triggers on SQLite (migration 0001); on PostgreSQL a stored generated ``tsvector``
+column ``search_vector`` on the chunks and the memories with a GIN index (migration 0002), which
+these models do not declare: only ``knowledge.search.postgresql`` reads it, in SQL.
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ class KnowledgeSource(models.Model):
                 name="knowledge_source_one_owner",
             ),
         ]
+        # What a task reads: a crew's or an agent's indexed sources (``readable_source_ids``).
+        indexes = [
+            models.Index(fields=["crew", "status"], name="knowledge_source_crew_status"),
+            models.Index(fields=["agent", "status"], name="knowledge_source_agent_status"),
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -69,7 +76,9 @@ class KnowledgeChunk(models.Model):
     source = models.ForeignKey(KnowledgeSource, on_delete=models.CASCADE, related_name="chunks")
     position = models.PositiveIntegerField()
     text = models.TextField()
-    # The embedding model's vector, when one is set (``knowledge.embeddings``); None otherwise.
+    # The embedding model's vector, when one is set, stored "packed": float32, little-endian, in
+    # base64 (``knowledge.embeddings.pack``; a JSON list of floats as stored before is still
+    # read). None without an embedding model.
     embedding = models.JSONField(null=True, blank=True)
 
     class Meta:

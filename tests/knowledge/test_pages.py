@@ -54,3 +54,13 @@ def test_the_memory_page_lists_edits_deletes_and_clears(builder, other_builder):
     assert list(Memory.objects.values_list("text", flat=True)) == ["Ferries leave at ten."]
     client.post(reverse("knowledge:memory-clear", args=[crew.pk]))
     assert not Memory.objects.exists()
+
+
+def test_the_file_help_is_in_the_readers_language(builder):
+    crew = Crew.objects.create(owner=builder, name="Islands")
+    client = signed_in(builder)
+    url = reverse("knowledge:source-list-crew", args=[crew.pk])
+
+    page = client.get(url, HTTP_ACCEPT_LANGUAGE="pt-BR").content.decode()
+
+    assert "Texto simples (.txt)" in page and "Plain text (.txt)" not in page

@@ -1,5 +1,5 @@
-"""Scale-out: knowledge sources and memory on PostgreSQL full-text search (SearchVector,
-SearchRank, the GIN index), the same tests as on SQLite."""
+"""Scale-out: knowledge sources and memory on PostgreSQL full-text search (the stored
+``search_vector``, its GIN index, ts_rank), the same tests as on SQLite."""
 
 from __future__ import annotations
 
@@ -22,28 +22,69 @@ from tests.knowledge.test_sources import (  # noqa: F401
 )
 
 
-def test_the_chunk_text_has_a_gin_full_text_index_that_search_uses(builder) -> None:
-    from knowledge.models import KnowledgeChunk, KnowledgeSource
-    from knowledge.search import postgresql
-    from tests.crews.api_helpers import private_crew
-
+def test_chunks_and_memories_keep_their_vector_in_a_generated_gin_indexed_column(db) -> None:
     assert connection.vendor == "postgresql"
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'knowledge_chunk_search'")
-        [(definition,)] = cursor.fetchall()
-    assert "gin" in definition.lower() and "to_tsvector" in definition
+        cursor.execute(
+            "SELECT table_name, is_generated, generation_expression FROM information_schema.columns "
+            "WHERE column_name = 'search_vector' ORDER BY table_name"
+        )
+        columns = cursor.fetchall()
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
+            "('knowledge_knowledgechunk', 'knowledge_memory') AND indexdef ILIKE '%gin%'"
+        )
+        indexes = dict(cursor.fetchall())
 
+    assert [(table, generated) for table, generated, _ in columns] == [
+        ("knowledge_knowledgechunk", "ALWAYS"), ("knowledge_memory", "ALWAYS"),
+    ]
+    assert all("to_tsvector('simple'" in expression for _, _, expression in columns)
+    assert sorted(indexes) == ["knowledge_knowledgechunk_search_vector", "knowledge_memory_search_vector"]
+    assert all("(search_vector)" in definition for definition in indexes.values())
+
+
+def test_past_the_threshold_search_uses_the_gin_index_leaves_common_words_out_and_counts_words_once(
+    builder, monkeypatch
+) -> None:
+    from django.test.utils import CaptureQueriesContext
+
+    from knowledge.models import KnowledgeChunk, KnowledgeSource
+    from knowledge.search import postgresql, sqlite
+    from tests.crews.api_helpers import private_crew
+
+    monkeypatch.setattr(postgresql, "_frequencies", {})
     owned = private_crew(builder)
     source = KnowledgeSource.objects.create(crew=owned, title="T", kind="text", content=b"x", status="indexed")
     KnowledgeChunk.objects.bulk_create(
-        KnowledgeChunk(source=source, position=i, text=f"filler text number {i}") for i in range(2000)
+        # As long as chunks are (PLANNER_KNOWLEDGE_CHUNK_CHARS): a table of short rows is read whole.
+        KnowledgeChunk(source=source, position=i, text=f"keeper filler text number {i}. " + "Waves roll. " * 80)
+        for i in range(sqlite.PRUNE_FROM_CHUNKS)
     )
-    KnowledgeChunk.objects.create(source=source, position=2000, text="the lighthouse keeper is Marta")
+    other = KnowledgeSource.objects.create(crew=owned, title="O", kind="text", content=b"x", status="indexed")
+    marta = KnowledgeChunk.objects.create(source=source, position=9999, text="the lighthouse keeper is Marta")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE knowledge_knowledgechunk")
-    query = (
-        KnowledgeChunk.objects.annotate(search=postgresql.chunk_vector())
-        .filter(search=postgresql._query(["lighthouse", "keeper"]))
-    )
-    assert "knowledge_chunk_search" in query.explain()
-    assert postgresql.chunk_ids(["lighthouse", "keeper"], [source.pk], 5) == [query.get().pk]
+        cursor.execute("EXPLAIN " + postgresql.CHUNKS_SQL, ["lighthouse", "lighthouse", [source.pk], 5])  # as pruned
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    words = ["keeper", "lighthouse", "filler"]
+
+    with CaptureQueriesContext(connection) as first:
+        found = postgresql.chunk_ids(words, [source.pk], 5)
+    with CaptureQueriesContext(connection) as again:
+        assert postgresql.chunk_ids(words, [source.pk], 5) == found
+    marta.text = "the lighthouse keeper is Joana"
+    marta.save()
+    KnowledgeChunk.objects.create(source=source, position=10_000, text="the lighthouse is red")
+    with CaptureQueriesContext(connection) as after:
+        later = postgresql.chunk_ids(words, [source.pk], 5)
+    other.delete()
+    with CaptureQueriesContext(connection) as deleted:
+        assert postgresql.chunk_ids(words, [source.pk], 5) == later
+
+    assert "knowledge_knowledgechunk_search_vector" in plan
+    # "keeper" and "filler" are in every chunk: only the rare word is searched for.
+    assert found == [marta.pk]
+    assert len(later) == 2 and postgresql.chunk_ids(["joana"], [source.pk], 5) == [marta.pk]
+    counts = [sum("unnest" in q["sql"] for q in c.captured_queries) for c in (first, again, after, deleted)]
+    assert counts == [1, 0, 1, 1]
