@@ -154,7 +154,11 @@ def run_kickoff_agent(*, actor: Any, agent: Agent, message: str) -> Run:
 
 
 # The locked reads every run makes at its claim and at each change of state, compiled once.
-_LOCKED_RUN = Prepared(lambda run: Run.objects.select_for_update().filter(pk=run), run=STAND_IN_ID)
+# A change of state decides on the status and the claim only: not the snapshot (the crew's whole
+# definition, decoded from JSON with every read of the full row).
+_LOCKED_RUN = Prepared(
+    lambda run: Run.objects.select_for_update().only("id", "status", "worker_id").filter(pk=run), run=STAND_IN_ID
+)
 _LOCKED_RUN_TO_CLAIM = Prepared(
     lambda run: Run.objects.select_for_update()
     .only("id", "status", "cancel_requested", "started_at")
@@ -223,7 +227,9 @@ def run_set_planning(*, run_id: int) -> None:
 def _back_to_running(run_id: int, allowed: set[str]) -> None:
     """A run that planned or waited works again, and says so (``run.running``) for live clients."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = _LOCKED_RUN.one(Run, run=run_id)
+        if run is None:
+            raise Run.DoesNotExist(f"no run {run_id}")
         if run.status not in allowed:
             return
         previous = run.status

@@ -52,6 +52,8 @@ def test_only_the_gateway_imports_litellm() -> None:
         str(p.relative_to(ROOT))
         for p in ROOT.glob("**/*.py")
         if ".venv" not in p.parts and "tests" not in p.parts and "bench" not in p.parts
+        # var/ holds run-time files, and make bench-peer's CrewAI venv (which imports litellm)
+        and p.relative_to(ROOT).parts[0] != "var"
         and any(m.split(".")[0] == "litellm" for m in imported_modules(p))
     ]
     assert importers == ["agents/engine/gateway.py"]

@@ -5,12 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from agents.engine.llm import LLMResponse
 from agents.engine.runtime import CancelToken
+from agents.models import LLM
 from crews import runner, runs
 from crews.bridge import RunNotWorking, record_event
-from crews.models import Run, RunEvent, RunTask
-from tests.crews.run_helpers import make_crew
+from crews.models import Plan, Run, RunEvent, RunTask
+from tests.crews.run_helpers import make_crew, scripted
 
 
 @pytest.mark.django_db(transaction=True)
@@ -72,3 +76,40 @@ def test_the_start_reads_the_run_and_only_its_own_finished_outputs(builder: Any)
     assert start.crew is not None and start.steps is None
     with pytest.raises(Run.DoesNotExist):
         runner._start(10**9, CancelToken(), runner.DeltaFollowers(0))
+
+
+def _selects_from(queries: CaptureQueriesContext, table: str) -> int:
+    return sum(1 for q in queries.captured_queries if q["sql"].startswith("SELECT") and f'FROM "{table}"' in q["sql"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_stores_and_follows_its_own_draft_reading_the_tasks_once_and_the_steps_in_one_query(
+    builder: Any, monkeypatch: Any
+) -> None:
+    """Every planned run stores its draft, approves it and reads its steps back: the crew's tasks
+    are read once (the version keeps them and they say which ids are valid), the steps in one
+    query without the version row, and the run's author is not loaded to name the plan's."""
+    crew = make_crew(builder, planning=True)
+    plan = '{"plans": [{"task_number": 1, "steps": ["Look it up"]}, {"task_number": 2, "steps": ["Sum up"]}]}'
+    replies = iter([plan, "Final Answer: found", "Final Answer: summed"])
+    scripted(monkeypatch, default=lambda request: LLMResponse(content=next(replies)))
+    LLM.objects.filter(is_default=True).update(supports_tools=False)  # the plan comes as JSON text
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+
+    with CaptureQueriesContext(connection) as queries:
+        runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert run.plan is not None and run.plan.created_by_id == builder.pk
+    assert run.plan.status == Plan.Status.APPROVED and run.plan.warnings == []
+    research, report = (t["id"] for t in run.snapshot["tasks"])
+    steps = list(RunEvent.objects.filter(run=run, type="step.started").order_by("seq").values_list("step_id", "data"))
+    assert [(step_id, data["description"]) for step_id, data in steps] == [
+        (f"{research}.p1", "Look it up"), (f"{report}.p2", "Sum up")]
+    assert _selects_from(queries, "crews_task") == 1
+    assert _selects_from(queries, "crews_planversion") == 0
+    assert _selects_from(queries, "crews_planstep") == 1
+    assert _selects_from(queries, "auth_user") == 0
+    # The run row's snapshot is read once, at the start: each change of state reads the status.
+    assert sum(1 for q in queries.captured_queries if '"crews_run"."snapshot"' in q["sql"]) == 1
