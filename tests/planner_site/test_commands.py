@@ -89,18 +89,6 @@ def test_seed_keeps_an_admin_chosen_default(tmp_path: Any, settings: Any) -> Non
 
 
 @pytest.mark.django_db
-def test_seed_if_changed_skips_a_seed_that_already_ran_on_this_database(tmp_path: Any, settings: Any) -> None:
-    settings.VAR_DIR = tmp_path
-    run("seed", if_changed=True)  # no stamp yet: it seeds
-    Crew.objects.filter(name="AI LLMs").delete()
-    assert "Loaded the demo data" not in run("seed", if_changed=True)
-    assert not Crew.objects.filter(name="AI LLMs").exists()  # nothing was re-created
-    (tmp_path / "seeded").write_text("an older seed\n")
-    assert "Loaded the demo data" in run("seed", if_changed=True)
-    assert Crew.objects.filter(name="AI LLMs").exists()
-
-
-@pytest.mark.django_db
 def test_rotate_keys_re_encrypts_with_the_newest_key(admin_user: Any, settings: Any) -> None:
     from agents.services import llm_create
 

@@ -1,7 +1,8 @@
 """manage.py serve: HTTP + websockets (Daphne) with run workers in the same process.
 
-Before serving it applies pending migrations and seeds when the seed or the database changed
-(``seed --if-changed``), so ``make run`` is this one process: a second start pays neither.
+Before serving it applies pending migrations and runs the (idempotent) seed, one process at a
+time (a PostgreSQL advisory lock: a scaled-out site's processes start together), so ``make run``
+is this one process.
 """
 
 from __future__ import annotations
@@ -11,16 +12,17 @@ import contextlib
 import ctypes
 import gc
 import logging
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from planner_site.notify import Listener
-from planner_site.warmup import COLLECT_SECONDS, warm_in_background
+from planner_site.warmup import COLLECT_SECONDS, collect, warm_in_background
 from planner_site.worker import (
     configured_workers,
     default_worker_id,
@@ -96,7 +98,7 @@ class Command(BaseCommand):
             while not stopping:
                 await asyncio.sleep(COLLECT_SECONDS)
                 if gc.get_stats()[0]["collections"] != seen:
-                    gc.collect()
+                    collect()
                     seen = gc.get_stats()[0]["collections"]
 
         async def ready_once_beating(url: str) -> None:
@@ -151,13 +153,33 @@ class Command(BaseCommand):
         ).run()
 
     def prepare(self) -> None:
-        """Migrate the database if a migration is pending, then seed if anything changed."""
-        migrated = _migrate_pending(self)
-        try:
-            call_command("seed", if_changed=not migrated, stdout=self.stdout)
-        except IntegrityError:  # another process seeded the same rows at the same time: theirs stand
+        """Migrate the database if a migration is pending, then seed, one process at a time."""
+        with _preparing_alone():
+            _migrate_pending(self)  # worked out under the lock: another process may have just done it
             call_command("seed", stdout=self.stdout)
         connections.close_all()  # the workers' threads open their own
+
+
+PREPARE_LOCK = 7_031_215  # any constant: the key of the advisory lock below
+
+
+@contextlib.contextmanager
+def _preparing_alone() -> Iterator[None]:
+    """Hold PostgreSQL's advisory lock ``PREPARE_LOCK`` while preparing: several ``serve`` and
+    ``db_worker`` processes of a new release start together, and two migrating or seeding at once
+    collide (a relation that "already exists", a duplicate prompt version). SQLite is one
+    machine's ``make run``; its file lock serialises writers."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [PREPARE_LOCK])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [PREPARE_LOCK])
 
 
 def _fewer_malloc_arenas() -> None:
