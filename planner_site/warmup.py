@@ -41,6 +41,22 @@ GC_THRESHOLD = (20_000, 20, 40)
 # run 10 to 80; every 5 s was not enough); with the imports frozen that takes 15-25 ms at load 9
 # (bench/soak.py, #20).
 COLLECT_SECONDS = 1.0
+# A full collection slower than this found a large unfrozen heap: a module loaded after warm-up
+# (litellm, when an admin adds its first non-OpenAI LLM or tests one), 0.3-0.5 s a collection.
+SLOW_COLLECTION = 0.1
+
+
+def collect() -> float:
+    """One full collection (``serve`` runs it every ``COLLECT_SECONDS``); when it was slow, what
+    survived it is frozen too, so a late import stalls the loop once, not every second."""
+    started = time.perf_counter()
+    gc.collect()
+    took = time.perf_counter() - started
+    if took > SLOW_COLLECTION:
+        gc.freeze()
+        logger.info("a full collection took %.2f s: froze what survived (%d objects frozen)",
+                    took, gc.get_freeze_count())
+    return took
 
 
 def is_warm() -> bool:

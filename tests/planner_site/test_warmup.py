@@ -96,3 +96,27 @@ def test_litellm_is_loaded_only_for_an_llm_that_goes_through_it(monkeypatch: pyt
     LLM.objects.filter(name="Claude").delete()
     monkeypatch.setenv("PLANNER_LLM_PATH", "litellm")
     assert warmup.litellm_needed() is True
+
+
+SLOW_THEN_QUICK = """
+import gc, json
+from planner_site import warmup
+kept = [[i] for i in range(50_000)]  # a heap loaded after warm-up, as a late litellm import is
+warmup.SLOW_COLLECTION = 0.0  # every collection counts as slow
+warmup.collect()
+frozen = gc.get_freeze_count()
+warmup.SLOW_COLLECTION = 3600.0  # and now none does
+more = [[i] for i in range(1_000)]
+warmup.collect()
+print(json.dumps({"frozen": frozen, "after": gc.get_freeze_count()}))
+"""
+
+
+def test_a_slow_full_collection_freezes_what_survived_and_a_quick_one_does_not() -> None:
+    """serve collects every second: a heap imported after warm-up must stall the loop once, not
+    every second (review of #20: 0.3-0.5 s a collection with litellm loaded late)."""
+    done = subprocess.run([sys.executable, "-c", SLOW_THEN_QUICK], capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).resolve().parents[2])
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert figures["frozen"] >= 50_000
+    assert figures["after"] == figures["frozen"]
