@@ -331,11 +331,17 @@ def request_options(request: LLMRequest, into: dict[str, Any]) -> dict[str, Any]
         )
     if request.stop:
         into["stop"] = request.stop
+    reasoning = _REASONING_MODEL.match(request.llm.model.rsplit("/", 1)[-1]) is not None
+    if reasoning or "max_completion_tokens" in into:
+        # The LLM's own max_tokens moves to the name the model takes (it refuses the other).
+        name, own = "max_completion_tokens", [into.pop("max_tokens", None), into.get("max_completion_tokens")]
+    else:
+        name, own = "max_tokens", [into.get("max_tokens")]
+    limits = [limit for limit in own if isinstance(limit, int) and limit > 0]
     if request.max_tokens is not None:
-        reasoning = _REASONING_MODEL.match(request.llm.model.rsplit("/", 1)[-1]) is not None
-        name = "max_completion_tokens" if reasoning or "max_completion_tokens" in into else "max_tokens"
-        own = into.get(name)
-        into[name] = min(request.max_tokens, own) if isinstance(own, int) and own > 0 else request.max_tokens
+        limits.append(request.max_tokens)
+    if limits:
+        into[name] = min(limits)
     if request.stream:
         into["stream"] = True
         into["stream_options"] = {"include_usage": True}

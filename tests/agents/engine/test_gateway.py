@@ -155,8 +155,12 @@ async def test_openais_reasoning_models_get_the_cap_as_max_completion_tokens_on_
     fake_llm_server.default = Reply.text("ok")
     for model in ("openai/o3-mini", "openai/gpt-5", "openai/gpt-4o-mini"):
         await gateway(gateway_path).complete(ask(llm_for(fake_llm_server, model=model), max_tokens=100))
+    # The LLM's own max_tokens is renamed too (a reasoning model refuses it), the lower limit kept.
+    own = llm_for(fake_llm_server, model="openai/o3-mini", params={"max_tokens": 50})
+    await gateway(gateway_path).complete(ask(own, max_tokens=100))
+    await gateway(gateway_path).complete(ask(own))
     sent = [(r.body.get("max_completion_tokens"), r.body.get("max_tokens")) for r in fake_llm_server.requests]
-    assert sent == [(100, None), (100, None), (None, 100)]
+    assert sent == [(100, None), (100, None), (None, 100), (50, None), (50, None)]
 
 
 async def test_stream_sends_deltas_in_order_and_they_join_to_the_content(
