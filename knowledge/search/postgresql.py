@@ -47,7 +47,7 @@ FREQUENCIES_SQL = (
 # the chunks is not (a scan of the table, ~10 ms at 10,000): the chunks' highest id changes when
 # a source is indexed (ids are not reused), the sources' count and highest id when one is
 # deleted. A stale frequency could only change which words are kept, never what a kept word
-# matches.
+# matches; a count of 0 is never kept (see ``_rarest``), so no word is dropped for it.
 _frequencies: dict[tuple[str, int, int, int], tuple[int, dict[str, int]]] = {}
 GENERATION_SQL = (
     "SELECT (SELECT max(id) FROM knowledge_knowledgechunk), "
@@ -82,8 +82,10 @@ def _rarest(cursor: Any, words: Sequence[str]) -> list[str]:
     missing = [w for w in words if w not in known]
     if missing:
         cursor.execute(FREQUENCIES_SQL, [missing])
-        known.update(cursor.fetchall())
-    held = {w: known[w] for w in words if known[w]}
+        # A word no chunk holds yet is not remembered: a source being indexed holds its chunk ids
+        # before it commits, so the key above does not move when they become visible.
+        known.update((w, n) for w, n in cursor.fetchall() if n)
+    held = {w: known.get(w, 0) for w in words}  # a word counted 0 is the rarest: kept, harmless
     common = sorted(held, key=lambda w: held[w])
     rare = [w for w in common if held[w] <= sqlite.COMMON_SHARE * total]
     return (rare or common[:3])[: sqlite.KEEP_WORDS]

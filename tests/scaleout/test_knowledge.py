@@ -88,3 +88,27 @@ def test_past_the_threshold_search_uses_the_gin_index_leaves_common_words_out_an
     assert len(later) == 2 and postgresql.chunk_ids(["joana"], [source.pk], 5) == [marta.pk]
     counts = [sum("unnest" in q["sql"] for q in c.captured_queries) for c in (first, again, after, deleted)]
     assert counts == [1, 0, 1, 1]
+
+
+def test_a_word_first_counted_before_its_chunk_was_visible_is_found_once_it_is(builder, monkeypatch) -> None:
+    """Indexing holds its chunk ids before it commits, so the cache key does not move when they
+    become visible: a word counted 0 must not be remembered as absent (review of #19)."""
+    from knowledge.models import KnowledgeChunk, KnowledgeSource
+    from knowledge.search import postgresql, sqlite
+    from tests.crews.api_helpers import private_crew
+
+    monkeypatch.setattr(postgresql, "_frequencies", {})
+    source = KnowledgeSource.objects.create(
+        crew=private_crew(builder), title="T", kind="text", content=b"x", status="indexed"
+    )
+    KnowledgeChunk.objects.bulk_create(
+        KnowledgeChunk(source=source, position=i, text=f"keeper filler text number {i}.")
+        for i in range(sqlite.PRUNE_FROM_CHUNKS)
+    )
+    words = ["heron", "keeper"]
+    assert postgresql.chunk_ids(words, [source.pk], 5) == []  # "keeper" is everywhere: left out; "heron" counted 0
+
+    # Committed late with an id below the highest: the cache's key is unchanged.
+    heron = KnowledgeChunk.objects.create(pk=-7, source=source, position=99_999, text="a blue heron nests here")
+
+    assert postgresql.chunk_ids(words, [source.pk], 5)[0] == heron.pk
