@@ -56,7 +56,10 @@ def fake_model(app_server: LiveServer) -> Iterator[FakeLLMServer]:
         "from agents.models import LLM, PromptTemplateVersion; "
         "LLM.objects.filter(builtin=False).update(is_default=False); "
         "LLM.objects.filter(builtin=True).update(is_default=True); "
-        "PromptTemplateVersion.objects.filter(template__key='crew_plan', number__gt=1).delete()"
+        "PromptTemplateVersion.objects.filter(template__key='crew_plan', number__gt=1).delete(); "
+        # What those saves said: the versions page pairs audit entries with version numbers.
+        "from planner_site.models import AuditEvent; "
+        "AuditEvent.objects.filter(action='prompt.updated', target_type='prompttemplate').delete()"
     )
 
 
