@@ -14,7 +14,7 @@ from ninja import Query, Router
 from planner_site.errors import Forbidden
 from planner_site.roles import is_admin
 from planner_site.schemas import errors
-from planner_site.schemas_usage import EPOCH, UsageOut, UsageQuery, totals_out
+from planner_site.schemas_usage import EPOCH, UsageQuery, UsageReportOut, totals_out
 from planner_site.usage import Report, site_today, usage_report
 
 router = Router(tags=["usage"])
@@ -37,7 +37,7 @@ def _usage_out(report: Report) -> dict[str, Any]:
 
 @router.get(
     "/usage",
-    response={200: UsageOut, **errors(422)},
+    response={200: UsageReportOut, **errors(422)},
     by_alias=True,
     summary="Usage and cost per day, person, crew and LLM",
     description="Admins only (403 for anyone else). The recorded LLM calls of runs and of plans drafted "

@@ -37,7 +37,7 @@ class UsageLLMOut(UsageTotalsOut):
     model: str = Field(description="The litellm model string the calls went to.")
 
 
-class UsageOut(Schema):
+class UsageReportOut(Schema):
     first: date = Field(alias="from", description="The period's first day (included).")
     last: date = Field(alias="to", description="The period's last day (included).")
     time_zone: str = Field(description="The site's time zone, in which days begin and end.")

@@ -136,3 +136,20 @@ def test_planning_prompts_state_their_limit(document):
 @pytest.mark.parametrize(("schema", "field"), [("CrewIn", "default_inputs"), ("KickoffIn", "inputs")])
 def test_input_objects_state_how_many_names_they_take(document, schema, field):
     assert document["components"]["schemas"][schema]["properties"][field]["maxProperties"] == MAX_INPUT_KEYS
+
+
+def test_no_two_schemas_of_the_api_share_a_name(document):
+    """ninja names a component after its class: a second class of the same name silently takes
+    the first one's place, and every operation using the first is documented wrong (the usage
+    report's UsageOut once replaced a plan's, and schemathesis found plans "violating" it)."""
+    from ninja import Schema
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    ours = [c for c in subclasses(Schema) if c.__module__.split(".")[0] in {"agents", "crews", "knowledge", "planner_site"}]
+    names: dict[str, set[str]] = {}
+    for cls in ours:
+        names.setdefault(cls.__name__, set()).add(f"{cls.__module__}.{cls.__qualname__}")
+    clashes = {name: places for name, places in names.items() if len(places) > 1 and name in document["components"]["schemas"]}
+    assert clashes == {}
