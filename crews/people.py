@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from agents.engine.runtime import ApprovalDecision, Cancelled, CancelToken, PlanRevision
 from agents.engine.specs import ApprovedStep
 from crews import plans, runs
+from crews.bridge import run_hop
 from crews.models import FeedbackRequest, Plan, ToolApproval
 from crews.plans import approved_step_id
 
@@ -34,18 +35,18 @@ class DatabaseHuman:
         self.cancel = cancel
 
     async def request_feedback(self, *, task_key: str, answer: str) -> str:
-        request = await sync_to_async(runs.run_wait_for_feedback)(run_id=self.run_id, task_key=task_key, answer=answer)
+        request = await run_hop(runs.run_wait_for_feedback)(run_id=self.run_id, task_key=task_key, answer=answer)
         row = await self._wait(lambda: FeedbackRequest.objects.filter(
             pk=request.pk, status=FeedbackRequest.Status.ANSWERED).first())
-        await sync_to_async(runs.run_resume_after_person)(run_id=self.run_id)
+        await run_hop(runs.run_resume_after_person)(run_id=self.run_id)
         return row.text
 
     async def request_approval(self, *, approval_id: str, tool: str, args: dict[str, Any]) -> ApprovalDecision:
-        await sync_to_async(runs.run_wait_for_approval)(
+        await run_hop(runs.run_wait_for_approval)(
             run_id=self.run_id, approval_id=approval_id, tool=tool, args=args)
         row = await self._wait(lambda: ToolApproval.objects.filter(
             run_id=self.run_id, approval_id=approval_id).exclude(status=ToolApproval.Status.PENDING).first())
-        await sync_to_async(runs.run_resume_after_person)(run_id=self.run_id)
+        await run_hop(runs.run_resume_after_person)(run_id=self.run_id)
         return ApprovalDecision(approve=row.status == ToolApproval.Status.APPROVED, note=row.note)
 
     async def request_plan_change(
@@ -56,7 +57,7 @@ class DatabaseHuman:
         task, less those it completed (unless the person changed one: it runs again)."""
         task_id = int(task_key)
         keep = [int(uid) for uid in (_approved_uid(task_key, s) for s in done_step_ids) if uid is not None]
-        propose = sync_to_async(runs.run_propose_plan_change)
+        propose = run_hop(runs.run_propose_plan_change)
         while (asked := await propose(run_id=self.run_id, task_id=task_id, keep_uids=keep,
                                       texts=list(proposed), reason=reason)) is None:
             # The run waits for a person already (another task's question): this one waits its turn.
@@ -66,7 +67,7 @@ class DatabaseHuman:
         proposed_version = plan.version
         approved = await self._wait(lambda: Plan.objects.filter(
             pk=plan.pk, status=Plan.Status.APPROVED, approved_version__gte=proposed_version).first())
-        if not await sync_to_async(runs.run_resume_with_plan)(run_id=self.run_id, plan=approved):
+        if not await run_hop(runs.run_resume_with_plan)(run_id=self.run_id, plan=approved):
             raise Cancelled("the run no longer waits for this plan")
         number = approved.approved_version
         read = sync_to_async(plans.steps_by_task_key)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connections
@@ -39,7 +39,7 @@ from agents.selectors import llm_default, prompt_book
 from agents.services import llm_capabilities_memo
 from agents.tools import registry
 from crews import plans, queue, realtime, runs
-from crews.bridge import RunEventSink, crew_snapshot, crew_spec
+from crews.bridge import RunEventSink, crew_snapshot, crew_spec, current_sink, run_hop
 from crews.engine.interpolate import MissingInput
 from crews.engine.kickoff import run_crew
 from crews.engine.planner import CrewPlanError, draft_crew_plan
@@ -72,7 +72,7 @@ class RunFailed(Exception):
 
 
 def db(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return sync_to_async(fn)
+    return run_hop(fn)
 
 
 def _release_connections() -> None:
@@ -207,7 +207,7 @@ async def _watch(run_id: int, owner: str, token: CancelToken, followers: DeltaFo
 
 def _context(run: Run, token: CancelToken, budget: Budget, followers: DeltaFollowers,
              max_rpm: int | None = None) -> RunContext:
-    sink = RunEventSink(run.pk, owner=run.worker_id)
+    sink = RunEventSink(run.pk, owner=run.worker_id, on_gone=lambda: token.cancel("ended elsewhere"))
     emit = EventEmitter(sink=sink, clock=_clock)
     # What the run spent before (a resumed run): its budget holds across interruptions.
     usage = Usage(prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
@@ -293,12 +293,15 @@ async def _execute(run_id: int, token: CancelToken, owner: str) -> None:
     watcher = asyncio.ensure_future(_watch(run_id, owner, token, followers))
     finish = db(functools.partial(runs.run_finish, owner=owner))
     start: _Start | None = None
+    bound = None
     try:
         start = await db(_start)(run_id, token, followers)
+        bound = current_sink.set(start.ctx.emit.sink)  # this run's hops store its events first (run_hop)
         if start.agent is not None:
             output = (await run_agent(start.ctx, start.agent, TaskSpec.from_message(start.run.message))).output
         else:
             output = await _run_crew(start)
+        await start.ctx.emit.sink.drain(check=True)  # every event stored before the run is called done
     except Cancelled:
         status = Run.Status.INTERRUPTED if token.reason == SHUTDOWN else Run.Status.CANCELLED
         await finish(run_id=run_id, status=status)
@@ -318,6 +321,8 @@ async def _execute(run_id: int, token: CancelToken, owner: str) -> None:
         await asyncio.gather(watcher, return_exceptions=True)
         if start is not None:
             await start.ctx.llm.aclose()  # the run's kept-alive connections (agents.engine.wire)
+        if bound is not None:
+            current_sink.reset(bound)  # async_to_sync copies the context back to the worker thread
 
 
 async def _run_crew(start: _Start) -> str:

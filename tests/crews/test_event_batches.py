@@ -1,0 +1,103 @@
+"""The run's events go to the database in batches (#20): one transaction for the events the
+engine emits back to back, still numbered in the order they were emitted, services' events
+after them, everything stored before the next paid call; a run ended elsewhere stops."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents.engine.llm import LLMResponse
+from agents.models import LLM
+from crews import runner, runs
+from crews.models import Run, RunEvent
+from tests.crews.run_helpers import make_crew, scripted
+
+PLAN = '{"plans": [{"task_number": 1, "steps": ["Look it up"]}, {"task_number": 2, "steps": ["Sum up"]}]}'
+
+
+def _event_inserts_per_transaction(queries: CaptureQueriesContext) -> list[int]:
+    """How many event rows each transaction of the capture inserted (transactions with none left out)."""
+    counts, current = [], 0
+    for query in queries.captured_queries:
+        sql = query["sql"]
+        if sql.startswith("BEGIN"):
+            current = 0
+        elif sql.startswith('INSERT INTO "crews_runevent"'):
+            current += 1
+        elif sql.startswith("COMMIT") and current:
+            counts.append(current)
+    return counts
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_planned_run_stores_back_to_back_events_together_in_the_order_they_happened(
+    builder: Any, monkeypatch: Any
+) -> None:
+    crew = make_crew(builder, planning=True)
+    seen_before_call: list[list[str]] = []
+
+    def reply(request: Any) -> LLMResponse:
+        # What the database holds when each LLM call goes out: everything emitted before it.
+        done = threading.Thread(target=lambda: seen_before_call.append(
+            list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))))
+        done.start()
+        done.join()
+        return LLMResponse(content=next(replies))
+
+    replies = iter([PLAN, "Final Answer: found", "Final Answer: summed"])
+    scripted(monkeypatch, default=reply)
+    LLM.objects.filter(is_default=True).update(supports_tools=False)  # the plan comes as JSON text
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+
+    with CaptureQueriesContext(connection) as queries:
+        runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))  # gapless
+    # Emit order, the services' own events (run.running, run.succeeded) after the engine's before them.
+    assert types.index("crew_plan.approved") < types.index("run.running")
+    first_done, second_started = types.index("task.completed"), len(types) - 1 - types[::-1].index("task.started")
+    assert first_done < second_started
+    assert types[-1] == "run.succeeded" and types.count("task.completed") == 2
+    # Stored before each paid call: the call's own llm.started is the newest row it finds.
+    assert [seen[-1] for seen in seen_before_call] == ["llm.started"] * 3
+    assert "task.completed" in seen_before_call[2]  # the first task's end, before the second's call
+    # Batches: fewer transactions than events, and at least one holding several engine events.
+    batches = _event_inserts_per_transaction(queries)
+    assert sum(batches) == len(types) - 1  # every event but run.queued (kickoff) inside the capture
+    assert len(batches) < sum(batches) / 2, batches
+    assert max(batches) >= 4, batches
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_taken_from_its_worker_mid_run_stops_without_another_call(builder: Any, monkeypatch: Any) -> None:
+    """The sweep took this worker for dead and another claimed the run: the events this execution
+    emits next are refused, and it stops before its next paid call, leaving the run alone."""
+    crew = make_crew(builder, tasks=("Research", "Report", "Review"))
+    calls: list[str] = []
+
+    def reply(request: Any) -> LLMResponse:
+        calls.append("call")
+        if len(calls) == 1:
+            taken = threading.Thread(target=lambda: Run.objects.filter(pk=run.pk).update(worker_id="other#2"))
+            taken.start()
+            taken.join()
+        return LLMResponse(content="Final Answer: done")
+
+    scripted(monkeypatch, default=reply)
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+
+    runner.execute(run.pk)
+
+    run.refresh_from_db()
+    assert calls == ["call"]  # no second task's call
+    assert run.status == Run.Status.RUNNING and run.worker_id == "other#2"  # the other worker's
+    assert not RunEvent.objects.filter(run=run, type="task.completed").exists()
