@@ -96,10 +96,11 @@ async def _setup(api: Api, llm_base: str) -> int:
 
 
 @contextlib.contextmanager
-def running_app(llm_base: str) -> Iterator[App]:
-    """The server on a throwaway var folder with the crew set up; stopped and removed after."""
+def running_app(llm_base: str, root: Path | None = None) -> Iterator[App]:
+    """The server on a throwaway var folder with the crew set up; stopped and removed after.
+    ``root``: another checkout's server (``bench/peer_ab.py``), run with this venv."""
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as var:
-        server = LiveServer(var=Path(var))
+        server = LiveServer(var=Path(var)) if root is None else LiveServer(var=Path(var), root=root)
         token = server.bootstrap()
         server.start()
         try:
@@ -119,7 +120,7 @@ def _profiled(server: LiveServer) -> Iterator[None]:
     if not out or server.process is None:
         yield
         return
-    spy = subprocess.Popen([os.environ.get("BENCH_PYSPY", "py-spy"), "record", "--rate", "200", "--format", "raw",
+    spy = subprocess.Popen([os.environ.get("BENCH_PYSPY", "py-spy"), "record", "--rate", "200", "--gil", "--format", "raw",
                             "--output", out, "--pid", str(server.process.pid)])  # fmt: skip
     try:
         yield

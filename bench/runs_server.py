@@ -33,6 +33,7 @@ class LiveServer:
     extra_env: dict[str, str] = field(default_factory=dict)
     without: str = ""  # a hand-made piece switched off in the server (bench/without.py), or none
     launcher: list[str] = field(default_factory=list)  # a script that runs manage.py (bench/_lag_probe.py)
+    root: Path = ROOT  # the checkout whose manage.py serves (an A/B against another commit's)
     port: int = 0
     process: subprocess.Popen[str] | None = None
     lines: list[str] = field(default_factory=list)
@@ -61,7 +62,7 @@ class LiveServer:
     def manage(self, *args: str) -> str:
         done = subprocess.run(
             [PYTHON, "manage.py", *args],
-            cwd=ROOT,
+            cwd=self.root,
             env=self.env,
             capture_output=True,
             text=True,
@@ -81,7 +82,7 @@ class LiveServer:
         launcher = [str(ROOT / "bench" / "without.py"), self.without] if self.without else self.launcher
         self.process = subprocess.Popen(
             [PYTHON, *launcher, "manage.py", "serve", "--port", str(self.port), *serve_args],
-            cwd=ROOT,
+            cwd=self.root,
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
