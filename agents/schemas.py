@@ -157,7 +157,10 @@ class LLMTestOut(Schema):
 
 class PromptOut(Schema):
     key: str
-    title: str
+    title: str = Field(
+        description="In the request's language (the language cookie, else Accept-Language), as the "
+        "pages show it."
+    )
     version: int = Field(description="The current version's number.")
     text: str
     placeholders: list[str] = Field(description="The {names} this prompt may use.")
@@ -169,7 +172,8 @@ class PromptOut(Schema):
 
     @staticmethod
     def resolve_title(obj: PromptTemplateVersion) -> str:
-        return obj.template.title
+        # The stored title is the English seed; LocaleMiddleware has activated the request's language.
+        return obj.template.display_title
 
     @staticmethod
     def resolve_version(obj: PromptTemplateVersion) -> int:
