@@ -1,12 +1,13 @@
-"""Admin screens of the crews app (runs and events are read-only: they are a record)."""
+"""Admin screens of the crews app (runs, events and LLM calls are read-only: they are a record)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
-from crews.models import Crew, Plan, PlanVersion, Run, RunEvent, RunTask, Task
+from crews.models import Crew, Plan, PlanLLMCall, PlanVersion, Run, RunEvent, RunTask, Task
 
 
 class TaskInline(admin.StackedInline):
@@ -67,4 +68,29 @@ class RunAdmin(admin.ModelAdmin):
     inlines = [RunTaskInline, RunEventInline]
 
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(PlanLLMCall)
+class PlanLLMCallAdmin(admin.ModelAdmin):
+    """The calls of plans drafted outside a run: accounting records the usage page and the daily
+    budgets add up, so they are shown, never added, changed or deleted here."""
+
+    list_display = ["at", "crew", "user", "model", "purpose", "prompt_tokens", "completion_tokens", "cost_usd"]
+    list_filter = ["purpose", "model"]
+    list_select_related = ["plan__crew", "user"]
+    search_fields = ["plan__crew__name", "user__username", "model"]
+    date_hierarchy = "at"
+
+    @admin.display(description=_("crew"), ordering="plan__crew__name")
+    def crew(self, obj: PlanLLMCall) -> Any:
+        return obj.plan.crew
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False
