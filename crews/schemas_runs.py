@@ -4,7 +4,7 @@ tasks and plans)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from ninja import Field, Schema
@@ -204,8 +204,19 @@ class EventOut(Schema):
 
 
 class RunFilters(Schema):
+    """The run history page's filters (``crews.forms_runs.RunFilterForm``), named for the API."""
+
     crew_id: Id | None = Field(None, description="Only this crew's runs.")
     status: RunStatus | None = None
+    started_by: Id | None = Field(
+        None, description="Only the runs this person (user id) started: one of the people whose runs you see."
+    )
+    since: date | None = Field(
+        None, alias="from", description="Only runs started on this day or later (ISO date, the site's time zone)."
+    )
+    until: date | None = Field(
+        None, alias="to", description="Only runs started on this day or earlier (ISO date, the site's time zone)."
+    )
 
 
 class RunEventsQuery(Schema):
