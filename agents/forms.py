@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from agents.engine.specs import PLAN_PROMPT_PLACEHOLDERS, REFINE_PROMPT_PLACEHOLDERS
 from agents.models import LLM, Agent, PlanningConfig
 from agents.presets import PRESETS, preset_apply, preset_choices
+from agents.tool_texts import tool_description
 from planner_site.body_checks import CheckedJSONField
 
 
@@ -265,7 +266,7 @@ class AgentForm(ServiceErrorsMixin, forms.ModelForm):
         return [
             {
                 "name": tool["name"],
-                "description": tool["description"],
+                "description": tool_description(tool["name"], tool["description"]),
                 "use": self[f"tool_{tool['name']}"],
                 "options": [
                     self[f"tool_{tool['name']}_{option}"]

@@ -24,6 +24,7 @@ from agents import selectors, services
 from agents.failures import connect_seconds, failure_view
 from agents.forms import WORK_MODE_HELP, WORK_MODES, AgentForm, LLMForm, work_mode_of
 from agents.probes import PROBE_CONNECT_SECONDS
+from agents.tool_texts import tool_description
 from agents.tools import catalogue
 from planner_site.errors import Conflict, Forbidden, NotFound
 from planner_site.roles import can_build, is_admin
@@ -64,6 +65,31 @@ def redirect_after_post(request: HtmxHttpRequest, url: str) -> HttpResponse:
     return redirect(url)
 
 
+def confirm_delete(
+    request: HtmxHttpRequest,
+    *,
+    template: str,
+    context: dict[str, Any],
+    delete: Callable[[], object],
+    done_message: str,
+    done_url: str,
+) -> HttpResponse:
+    """A delete page for something a working run holds (an agent, a crew): GET asks to confirm,
+    POST calls ``delete``; the service's Conflict (the run that works) is shown with a 409."""
+    error = ""
+    if request.method == "POST":
+        try:
+            delete()
+        except Conflict as exc:
+            error = exc.detail
+        else:
+            messages.success(request, done_message)
+            return redirect_after_post(request, done_url)
+    if request.htmx:
+        template += "#delete-confirm"
+    return render(request, template, {**context, "error": error}, status=409 if error else 200)
+
+
 def _form_response(request: HtmxHttpRequest, form: AgentForm, *, agent: Any = None) -> HttpResponse:
     template = "agents/agent_form.html"
     if request.htmx:
@@ -83,7 +109,7 @@ def agent_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def agent_detail_context(request: HtmxHttpRequest, agent: Any) -> dict[str, Any]:
-    descriptions = {tool["name"]: tool["description"] for tool in catalogue()}
+    descriptions = {t["name"]: tool_description(t["name"], t["description"]) for t in catalogue()}
     options = agent.tool_options or {}
     tools = [
         {"name": name, "description": descriptions.get(name, ""), **options.get(name, {})}
@@ -157,19 +183,14 @@ def agent_update(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
 @domain_errors
 def agent_delete(request: HtmxHttpRequest, agent_id: int) -> HttpResponse:
     agent = selectors.agent_get(user=request.user, agent_id=agent_id, for_write=True)
-    error = ""
-    if request.method == "POST":
-        try:
-            services.agent_delete(actor=request.user, agent=agent)
-        except Conflict as exc:  # one of its runs works: the page says which
-            error = exc.detail
-        else:
-            messages.success(request, _("Agent “%(name)s” deleted.") % {"name": agent.name})
-            return redirect_after_post(request, reverse("agents:agent-list"))
-    template = "agents/agent_confirm_delete.html"
-    if request.htmx:
-        template += "#delete-confirm"
-    return render(request, template, {"agent": agent, "error": error}, status=409 if error else 200)
+    return confirm_delete(
+        request,
+        template="agents/agent_confirm_delete.html",
+        context={"agent": agent},
+        delete=lambda: services.agent_delete(actor=request.user, agent=agent),
+        done_message=_("Agent “%(name)s” deleted.") % {"name": agent.name},
+        done_url=reverse("agents:agent-list"),
+    )
 
 
 # LLMs (admins) ---------------------------------------------------------------------------------

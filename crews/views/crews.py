@@ -14,13 +14,18 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents import selectors as agent_selectors
-from agents.views import HtmxHttpRequest, domain_errors, redirect_after_post, require_builder
+from agents.views import (
+    HtmxHttpRequest,
+    confirm_delete,
+    domain_errors,
+    redirect_after_post,
+    require_builder,
+)
 from crews import selectors, services
 from crews.diagram import crew_diagram, manager_label
 from crews.forms import CrewForm, TaskForm
 from crews.models import Crew
 from crews.views.plans import kickoff_context
-from planner_site.errors import Conflict
 from planner_site.roles import can_build
 
 
@@ -134,19 +139,14 @@ def crew_update(request: HtmxHttpRequest, crew_id: int) -> HttpResponse:
 @domain_errors
 def crew_delete(request: HtmxHttpRequest, crew_id: int) -> HttpResponse:
     crew = selectors.crew_get(user=request.user, crew_id=crew_id, for_write=True)
-    error = ""
-    if request.method == "POST":
-        try:
-            services.crew_delete(actor=request.user, crew=crew)
-        except Conflict as exc:  # one of its runs works: the page says which
-            error = exc.detail
-        else:
-            messages.success(request, _("Crew “%(name)s” deleted.") % {"name": crew.name})
-            return redirect_after_post(request, reverse("crews:crew-list"))
-    template = "crews/crew_confirm_delete.html"
-    if request.htmx:
-        template += "#delete-confirm"
-    return render(request, template, {"crew": crew, "error": error}, status=409 if error else 200)
+    return confirm_delete(
+        request,
+        template="crews/crew_confirm_delete.html",
+        context={"crew": crew},
+        delete=lambda: services.crew_delete(actor=request.user, crew=crew),
+        done_message=_("Crew “%(name)s” deleted.") % {"name": crew.name},
+        done_url=reverse("crews:crew-list"),
+    )
 
 
 # Tasks ---------------------------------------------------------------------------------------
