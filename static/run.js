@@ -78,6 +78,7 @@
   page.addEventListener("htmx:wsAfterMessage", afterMessage);
 
   function afterMessage() {
+    startWait();
     if (finished()) {
       setConnection(""); // a finished or stopped run is not "Live", though its socket still is
     }
@@ -293,6 +294,59 @@
     }
     clock.textContent = clockText(clock.runBase.seconds + (Date.now() - clock.runBase.at) / 1000);
   }, 1000);
+
+  // The wait note (a retry's back-off, a free slot under a rate limit) counts down. The server
+  // renders when the wait ends (data-until, epoch ms) and its sentence with {n} for the seconds
+  // (data-counting) and for its end (data-done), in the reader's language. Screen readers hear
+  // the note once, as it comes: its live region gets a still copy of the words, and the counting
+  // ones are hidden from them (a region that spoke every second would drown everything else).
+  // This clock counts, unless it is set more than SKEW_MS off the server's (the page's
+  // data-now-ms, against when its answer came): less than that is the page's own time on its
+  // way (rendering, the network), and correcting for it would add that to every wait.
+  var SKEW_MS = 3000;
+  var skew = (function () {
+    var served = parseInt(page.getAttribute("data-now-ms"), 10);
+    var nav = window.performance && performance.getEntriesByType ? performance.getEntriesByType("navigation")[0] : null;
+    var came = nav && performance.timeOrigin ? performance.timeOrigin + nav.responseStart : Date.now();
+    return served && Math.abs(served - came) > SKEW_MS ? served - came : 0;
+  })();
+
+  var waitTimer = null;
+
+  function startWait() {
+    var note = document.getElementById("run-wait");
+    var text = note ? note.querySelector("[data-wait-text]") : null;
+    if (!text || note.runWait || !note.hasAttribute("data-until")) {
+      return; // no wait, one counting already, or a note without its end (words only)
+    }
+    var still = document.createElement("span");
+    still.className = "visually-hidden";
+    still.textContent = text.textContent;
+    text.setAttribute("aria-hidden", "true");
+    note.insertBefore(still, text);
+    note.runWait = { text: text, until: parseInt(note.getAttribute("data-until"), 10) || 0 };
+    tickWait();
+  }
+
+  // Each tick lands just after the number changes (not on a timer of its own phase, which would
+  // show a number up to a second late).
+  function tickWait() {
+    window.clearTimeout(waitTimer);
+    var note = document.getElementById("run-wait");
+    var wait = note ? note.runWait : null;
+    if (!wait) {
+      return; // replaced: its successor counts from its own start
+    }
+    var left = wait.until - (Date.now() + skew);
+    if (left > 0) {
+      wait.text.textContent = (note.getAttribute("data-counting") || "").replace("{n}", String(Math.ceil(left / 1000)));
+      waitTimer = window.setTimeout(tickWait, (left % 1000 || 1000) + 20);
+    } else {
+      wait.text.textContent = note.getAttribute("data-done") || ""; // the next event replaces the note
+    }
+  }
+
+  startWait();
 
   // Copy the result's Markdown source.
   function copyText(text) {

@@ -275,7 +275,7 @@ class RunView(TaskEvents, CheckEvents, KnowledgeEvents, ProgressParts, UsageAndO
         handler = _HANDLERS.get(type_)
         if handler is not None:
             handler(self, seq, task_id, step_id, data, at)
-        self._hold(type_, task_id, step_id, data)
+        self._hold(type_, task_id, step_id, data, at)
         if watched is not None:
             self._emit_watched(watched)
         if type_.startswith("run."):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import get_language
 
@@ -138,16 +140,28 @@ class ProgressParts:
             return list(self.holds.values())[-1]  # the newest
         return None
 
-    def _hold(self, type_: str, task_id: int | None, step_id: str | None, data: dict[str, Any]) -> None:
-        """Keep what holds an LLM call back until that call starts again (or the run moves on)."""
+    @property
+    def now_ms(self) -> int:
+        """The server's time as the page renders, in epoch ms (``data-now-ms`` on the run page):
+        run.js counts a wait down to its ``until_ms`` by it, so a reader's clock set wrong does
+        not skew the count. (Not in the note itself: the socket's note is the page's, byte for byte.)"""
+        return int(timezone.now().timestamp() * 1000)
+
+    def _hold(self, type_: str, task_id: int | None, step_id: str | None, data: dict[str, Any],
+              at: datetime | None = None) -> None:
+        """Keep what holds an LLM call back until that call starts again (or the run moves on),
+        with when the wait ends (``until_ms``: the event's time plus its seconds, in epoch ms) for
+        the countdown."""
         key = (task_id, step_id)
         if type_ == "llm.waiting":
             self.holds.pop(key, None)
             self.holds[key] = {"kind": "rate_limit", "seconds": _seconds(data.get("seconds")),
+                               "until_ms": _until_ms(at, data.get("seconds")),
                                "limit": text_of(data.get("limit")), "rpm": data.get("rpm")}
         elif type_ == "llm.failed" and data.get("retrying") and data.get("retry_in") is not None:
             self.holds.pop(key, None)
             self.holds[key] = {"kind": "retry", "seconds": _seconds(data.get("retry_in")),
+                               "until_ms": _until_ms(at, data.get("retry_in")),
                                "attempt": data.get("attempt"), "max_retries": data.get("max_retries"),
                                "rate_limited": data.get("kind") == "rate_limited"}
         elif type_ in ("llm.started", "llm.completed", "llm.failed", "step.completed", "step.skipped"):
@@ -181,5 +195,16 @@ def _seconds(value: Any) -> int:
     """Whole seconds, rounded up: "Waiting 1 s" rather than "Waiting 0 s"."""
     try:
         return max(1, -int(-float(value) // 1))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 1
+
+
+def _until_ms(at: datetime | None, seconds: Any) -> int | None:
+    """When a wait of ``seconds`` from ``at`` ends, in epoch ms; None without a (time-zone aware)
+    time or a number of seconds: the note then says its words without counting down."""
+    if at is None or timezone.is_naive(at):
+        return None
+    try:
+        return int((at + timedelta(seconds=max(0.0, float(seconds)))).timestamp() * 1000)
+    except (TypeError, ValueError, OverflowError):
+        return None
