@@ -8,7 +8,12 @@
     document.documentElement.classList.add("has-htmx");
   }
 
-  // The language applies as soon as it is chosen (base.html: the button is for pages without JavaScript).
+  // The language applies as soon as it is chosen, so its button goes (base.html keeps it in the
+  // page for when this file does not run). Removed, not hidden: .button's display would win over [hidden].
+  var languageSubmit = document.getElementById("language-submit");
+  if (languageSubmit) {
+    languageSubmit.remove();
+  }
   document.addEventListener("change", function (evt) {
     if (evt.target && evt.target.id === "language-select" && evt.target.form) {
       evt.target.form.submit();
