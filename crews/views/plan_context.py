@@ -120,6 +120,9 @@ def editor_context(request: HtmxHttpRequest, plan: Plan, *, notes: Mapping[int, 
     waiting_run = selectors.plan_waiting_run(plan=plan) if plan.status in EDITABLE else None
     # The editor never shows a task's context (a query and a model per link: 3 of a save's 25 ms).
     tasks = selectors.crew_tasks(crew=crew, with_context=False)
+    if not request.htmx:  # a whole page: a delete's Undo made without JavaScript stays on it
+        kept = remembered_undo(request, plan)
+        notes = {**kept, **{t: {**kept.get(t, {}), **note} for t, note in (notes or {}).items()}}
     sections = _sections(plan, tasks, notes, only=task_id)
     context: dict[str, Any] = {
         "plan": plan,
@@ -320,3 +323,28 @@ def undo_notes(plan: Plan, uid: int, deleted_in: int) -> dict[int, dict[str, Any
                 return {task_id: {"undo": undo}}
     return {}
 
+
+# A step deleted without JavaScript keeps its Undo in the session, for the pages that follow (a
+# step's edit form opened meanwhile, Cancel, a reload) until it is undone or another change is
+# saved: the note shows only while the plan is still at the version the delete made. Chosen over
+# carrying ?undo= along every link and form of the editor (each card's Edit and Add after, the
+# edit and add forms, Cancel): one place, nothing for a new link to forget, and the version check
+# drops it whoever saved the next change. With htmx the note stays in the page by itself.
+UNDO_SESSION_KEY = "plan_undo"
+
+
+def remember_undo(request: HtmxHttpRequest, plan: Plan, uid: int) -> None:
+    """Keep the Undo of step ``uid``, just deleted (the plan is at the version the delete made)."""
+    request.session[UNDO_SESSION_KEY] = {"plan": plan.pk, "uid": uid, "deleted_in": plan.version}
+
+
+def remembered_undo(request: HtmxHttpRequest, plan: Plan) -> dict[int, dict[str, Any]]:
+    """The Undo note kept by ``remember_undo`` for this plan, while nothing else was saved since."""
+    kept = request.session.get(UNDO_SESSION_KEY)
+    if not isinstance(kept, dict) or kept.get("plan") != plan.pk:
+        return {}
+    uid, deleted_in = to_int(kept.get("uid")), to_int(kept.get("deleted_in"))
+    if uid is None or deleted_in != plan.version:  # undone, or another change saved since
+        del request.session[UNDO_SESSION_KEY]
+        return {}
+    return undo_notes(plan, uid, deleted_in)

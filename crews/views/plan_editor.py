@@ -28,6 +28,7 @@ from crews.views.plan_context import (
     is_stale,
     plan_task,
     posted_version,
+    remember_undo,
     save_task,
     section_in,
     step_in,
@@ -164,6 +165,8 @@ def plan_step_delete(request: HtmxHttpRequest, plan_id: int, uid: int) -> HttpRe
             return editor_saved(request, plan, "", error=error_message(exc), status=error_status(exc))
         return task_error(request, plan, task_id, exc)
     undo = {"uid": uid, "deleted_in": plan.version, "text": removed["text"], "number": index + 1}
+    if not request.htmx:
+        remember_undo(request, plan, uid)  # for the pages that follow, as a step is edited
     return task_saved(request, plan, task_id, _("Step %(n)s deleted.") % {"n": index + 1},
                        query=f"undo={uid}&deleted_in={plan.version}", notes={task_id: {"undo": undo}})
 
