@@ -131,6 +131,7 @@ def _measure_events(events: int, runs: int) -> dict[str, Any]:
             sink = RunEventSink(run_id)
             for i in range(events):
                 await sink.emit(event(i))
+            await sink.drain()  # emit queues; the batches are stored behind it (#20)
 
         async_to_sync(emit)()
 
