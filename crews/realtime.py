@@ -53,7 +53,9 @@ async def broadcast(run_id: int, event: EventPayload) -> None:
         return
     message: RunEventMessage = {"type": "run.event", "event": event, "text": json.dumps(event)}
     group = run_group(run_id) if event["seq"] is not None else deltas_group(run_id)
-    await layer.group_send(group, message)
+    # Built here for this one send: the in-process layer may pass it on without a copy.
+    send = getattr(layer, "group_send_shared", layer.group_send)
+    await send(group, message)
 
 
 # Who follows the deltas ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ also serves the sockets. This layer keeps its behaviour (expiry, group expiry, c
   a message may outlive its ``expiry`` (60 s) by up to that long.
 - ``group_send`` copies the message once and puts that copy straight into each member's queue:
   the members share it and must not change it (channels' consumers do not).
+  ``group_send_shared`` skips even that copy, for a message its sender hands over.
 - A channel's queue is made when it is first needed and kept while it is in use, instead of one
   new queue per message; the sweep drops empty queues that no ``receive`` waits on.
 
@@ -59,13 +60,19 @@ class LocalChannelLayer(InMemoryChannelLayer):
         return message
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        await self.group_send_shared(group, deepcopy(message))  # one copy, so the sender may reuse its dict
+
+    async def group_send_shared(self, group: str, message: dict[str, Any]) -> None:
+        """``group_send`` of a message the sender hands over: never changed after, by anyone, so
+        the members get it without a copy (``crews.realtime.broadcast``: a deep copy of every
+        event of every run, 1-2 % of a run's server CPU, bench/peer.py's profile, #20)."""
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_group_name(group)
         self._clean_expired()
         members = self.groups.get(group)
         if not members:
             return
-        shared = deepcopy(message)  # one copy, so the sender may reuse its dict
+        shared = message
         expires = time.time() + self.expiry
         for channel in list(members):
             # As in channels, a full member misses the message and the others still get it.

@@ -166,3 +166,16 @@ async def test_the_configured_layer_keeps_a_burst_of_events_for_a_socket_that_re
     for seq in range(1, 301):  # three times channels' default capacity
         await layer.group_send("run.burst", {"type": "run.event", "seq": seq})
     assert [(await layer.receive(me))["seq"] for _ in range(300)] == list(range(1, 301))
+
+
+async def test_a_handed_over_message_reaches_every_member_as_is_without_a_copy(layer: LocalChannelLayer) -> None:
+    first, second = await layer.new_channel(), await layer.new_channel()
+    for channel in (first, second):
+        await layer.group_add("run-1", channel)
+    message = {"type": "run.event", "event": {"seq": 1, "data": {"text": "hi"}}}
+    await layer.group_send_shared("run-1", message)
+    got = [await layer.receive(first), await layer.receive(second)]
+    assert got[0] is message and got[1] is message  # shared, no copy made
+    await layer.group_send("run-1", message)
+    copied = await layer.receive(first)
+    assert copied == message and copied is not message  # group_send still copies
