@@ -6,7 +6,7 @@ import json
 from typing import Any, Literal
 
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.utils.translation import gettext as _
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
@@ -21,6 +21,7 @@ from crews.interop.problems import ImportRejected
 from crews.schemas import CrewOut
 from planner_site.body_checks import BodyRefused, loads_checked
 from planner_site.schemas import errors
+from planner_site.streaming import StreamedFileResponse
 
 router = Router(tags=["import and export"])
 
@@ -256,7 +257,8 @@ def crew_import(request: HttpRequest, dry_run: bool = False) -> Any:
 )
 def crew_export(request: HttpRequest, id: int, format: Layout = "crewai-yaml") -> Any:
     crew = selectors.crew_get(user=request.user, crew_id=id)
-    filename, data = exporting.crew_export(crew=crew, layout=format)
-    response = HttpResponse(data, content_type="application/zip")
+    filename, archive = exporting.crew_export(crew=crew, layout=format)
+    # Streamed from the temporary file, which closing the response removes.
+    response = StreamedFileResponse(archive, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

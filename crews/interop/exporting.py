@@ -15,12 +15,15 @@ character YAML must escape), PyYAML writes it double-quoted instead: harder to r
 
 from __future__ import annotations
 
-import io
 import json
 import re
+import tempfile
+import time
 import zipfile
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from itertools import chain
+from typing import IO, Any
 
 import yaml
 from django.db import models
@@ -159,9 +162,31 @@ def _jsonc(data: Any) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 
-def crew_export(*, crew: Crew, layout: str = YAML) -> tuple[str, bytes]:
+# An export's zip is written to a temporary file past this size (with knowledge sources it may
+# reach ``MAX_KNOWLEDGE_BYTES``), which is gone once closed; below it, in memory (most crews).
+SPOOL_BYTES = 256 * 1024
+# A file is compressed this much at a time: zlib's output for a whole file would sit in memory
+# beside it (tests/crews/test_interop_export_stream.py: 1 MB slices kept 2.2 MB more than the file).
+WRITE_BYTES = 64 * 1024
+
+
+def _write(archive: zipfile.ZipFile, path: str, content: bytes) -> None:
+    """``archive.writestr(path, content)`` (same date and permissions), compressing a slice at a
+    time: writestr holds the whole compressed file in memory besides ``content``."""
+    info = zipfile.ZipInfo(path, date_time=time.localtime()[:6])
+    info.compress_type = archive.compression
+    info.external_attr = 0o600 << 16
+    view = memoryview(content)
+    with archive.open(info, "w") as file:
+        for start in range(0, len(view), WRITE_BYTES):
+            file.write(view[start:start + WRITE_BYTES])
+
+
+def crew_export(*, crew: Crew, layout: str = YAML) -> tuple[str, IO[bytes]]:
     """The crew as a zip of both layouts, ``layout``'s files first (the one an import of this zip
-    reads); returns the zip's file name and bytes."""
+    reads); returns the zip's file name and the zip, a temporary file at its start (close it to
+    remove it; a response streaming it does). A knowledge file is read from the database only as it
+    is written, so the export holds at most one at a time."""
     agents = sorted(crew.agents.all().select_related("llm", "planning_config__llm"), key=lambda a: (a.name, a.pk))
     tasks = list(crew.tasks.order_by("order", "id").select_related("agent").prefetch_related("context"))
     # An agent doing a task is a member of the crew (services._attach_agent); be safe anyway.
@@ -190,12 +215,18 @@ def crew_export(*, crew: Crew, layout: str = YAML) -> tuple[str, bytes]:
                   **{k: v for k, v in crew_data.items() if k != "name"}}
     jsonc = [("crew.jsonc", _jsonc(jsonc_crew))]
     jsonc += [(f"agents/{key}.jsonc", _jsonc(data)) for key, data in agent_data.items()]
-    knowledge = list(exported.files)
+    knowledge: Iterable[tuple[str, bytes]] = exported.contents()
     if exported.left_out:  # past the size an import takes: named in a note, never silently dropped
-        knowledge.append((LEFT_OUT_FILE, left_out_note(exported.left_out).encode()))
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path, content in [*(classic + jsonc if layout != JSONC else jsonc + classic), *knowledge]:
-            archive.writestr(path, content)
+        knowledge = chain(knowledge, [(LEFT_OUT_FILE, left_out_note(exported.left_out).encode())])
+    spooled = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 (the caller closes it)
+    try:
+        with zipfile.ZipFile(spooled, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path, content in chain(classic + jsonc if layout != JSONC else jsonc + classic, knowledge):
+                _write(archive, path, content)
+                del content  # before the next file is read: one in memory at a time
+    except BaseException:
+        spooled.close()
+        raise
+    spooled.seek(0)
     filename = f"{slug_key(crew.name, set(), 'crew')}.{layout}.zip"
-    return filename, buffer.getvalue()
+    return filename, spooled

@@ -16,7 +16,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -77,11 +77,19 @@ def _file_name(source: KnowledgeSource, taken: set[str]) -> str:
 @dataclass
 class ExportedSources:
     """What an export carries of the sources: each owner's ``knowledge`` list, the zip's
-    ``knowledge/`` files, and the sources left out (title, owner's name) past the limit."""
+    ``knowledge/`` files (path, source id), and the sources left out (title, owner's name) past the
+    limit."""
 
     listed: dict[Any, list[dict[str, str]]]
-    files: list[tuple[str, bytes]]
+    files: list[tuple[str, int]]
     left_out: list[tuple[str, str]]
+
+    def contents(self) -> Iterator[tuple[str, bytes]]:
+        """Each file's path and content, read one at a time as the zip is written: the files may
+        hold up to ``MAX_KNOWLEDGE_BYTES`` together."""
+        for path, source_id in self.files:
+            content = KnowledgeSource.objects.filter(pk=source_id).values_list("content", flat=True)
+            yield path, bytes(content.first() or b"")  # b"": deleted since the export began
 
 
 def export_sources(owners: Iterable[Any]) -> ExportedSources:
@@ -101,8 +109,7 @@ def export_sources(owners: Iterable[Any]) -> ExportedSources:
             total += source.size
             name = _file_name(source, taken)
             found.listed.setdefault(owner, []).append({"title": source.title, "file": name})
-            content = KnowledgeSource.objects.filter(pk=source.pk).values_list("content", flat=True).get()
-            found.files.append((f"{FOLDER}/{name}", bytes(content)))
+            found.files.append((f"{FOLDER}/{name}", source.pk))
     return found
 
 

@@ -22,6 +22,7 @@ from crews.interop import exporting, importing, sources
 from crews.interop.knowledge import DROPPED, KnowledgeFiles, in_folder, kept_texts, top_folder
 from crews.interop.problems import ImportRejected, Problem
 from planner_site.body_checks import loads_checked
+from planner_site.streaming import StreamedFileResponse
 
 
 def _kept(raw: str) -> dict[str, str]:
@@ -104,12 +105,13 @@ def crew_import(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 @domain_errors
-def crew_export(request: HtmxHttpRequest, crew_id: int) -> HttpResponse:
+def crew_export(request: HtmxHttpRequest, crew_id: int) -> StreamedFileResponse:
     """The crew as a zip of CrewAI's two project layouts (``?format=crew-jsonc`` puts JSONC first)."""
     crew = selectors.crew_get(user=request.user, crew_id=crew_id)
     layout = request.GET.get("format") if request.GET.get("format") in sources.LAYOUTS else sources.YAML
-    filename, data = exporting.crew_export(crew=crew, layout=layout)
-    response = HttpResponse(data, content_type="application/zip")
+    filename, archive = exporting.crew_export(crew=crew, layout=layout)
+    # Streamed from the temporary file, which closing the response removes.
+    response = StreamedFileResponse(archive, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 

@@ -103,9 +103,10 @@ def test_the_crew_page_offers_an_export_that_downloads_the_zip(builder_client, b
 
     assert f'href="/crews/{crew.pk}/export/" download' in page
     assert response["Content-Type"] == "application/zip"
-    names = zipfile.ZipFile(io.BytesIO(response.content)).namelist()
+    data = response.getvalue()  # streamed
+    names = zipfile.ZipFile(io.BytesIO(data)).namelist()
     assert {"config/agents.yaml", "config/tasks.yaml", "crew.jsonc", "agents/researcher.jsonc"} <= set(names)
-    agents = yaml.safe_load(zipfile.ZipFile(io.BytesIO(response.content)).read("config/agents.yaml"))
+    agents = yaml.safe_load(zipfile.ZipFile(io.BytesIO(data)).read("config/agents.yaml"))
     assert list(agents) == ["reporting_analyst", "researcher"]
 
 
