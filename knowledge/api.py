@@ -92,17 +92,19 @@ def _owner_operations(path: str, name: str, owner_get: Callable[..., Any], *, li
 
     ``owner_get(user=, id=, for_write=)`` finds the owner the way its app's selector does (404
     when the user may not see it); the operation ids stay ``knowledge_api_<name>_sources`` and
-    ``knowledge_api_<name>_source_create``, as when each was a function of its own.
+    ``knowledge_api_<name>_source_create``, as when each was a function of its own, and so do the
+    URL names (``<name>_sources``, ``<name>_source_create``): named after the inner functions, both
+    owner kinds' would share one name and ``reverse`` would find only one of them.
     """
 
     @router.get(f"/{path}/{{id}}/knowledge", response={200: list[SourceOut], **errors(404, 422)},
-                summary=list_summary, operation_id=f"knowledge_api_{name}_sources")
+                summary=list_summary, operation_id=f"knowledge_api_{name}_sources", url_name=f"{name}_sources")
     def sources(request: HttpRequest, id: int) -> Any:
         return list(selectors.source_list(owner=owner_get(user=request.user, id=id, for_write=False)))
 
     @router.post(f"/{path}/{{id}}/knowledge", response={201: SourceOut, **errors(404, 413, 422)},
                  summary=create_summary, description=_UPLOAD_HELP, openapi_extra=_UPLOAD_BODY,
-                 operation_id=f"knowledge_api_{name}_source_create")
+                 operation_id=f"knowledge_api_{name}_source_create", url_name=f"{name}_source_create")
     def source_create(request: HttpRequest, id: int) -> Any:
         return _create(request, owner_get(user=request.user, id=id, for_write=True))
 
