@@ -84,7 +84,7 @@ def test_a_key_never_appears_in_pages_api_events_audit_exports_or_logs(
     for layout in ("crewai-yaml", "crew-jsonc"):
         export = api.get(f"/api/crews/{crew.pk}/export", {"format": layout})
         assert export.status_code == 200
-        with zipfile.ZipFile(io.BytesIO(export.content)) as archive:
+        with zipfile.ZipFile(io.BytesIO(export.getvalue())) as archive:  # a streamed file
             for name in archive.namelist():
                 assert_no_key(f"{layout} export {name}", archive.read(name))
 
