@@ -25,7 +25,9 @@ Replies (each also takes ``delay=``, ``chunk_delay=``, ``status=``, ``headers=``
   ``piece`` every ``chunk_delay`` (50 ms) forever; unstreamed, no answer at all (like
   llama-cpp-python, which cannot abort an unstreamed request). ``server.disconnects`` records
   when it saw a stream's connection closed;
-- ``reply.after(seconds)``: the same reply, held back (to trigger a client timeout).
+- ``reply.after(seconds)``: the same reply, held back (to trigger a client timeout);
+- a stream's wire form: ``write_size=`` (HTTP chunks of that many bytes, cutting lines and
+  UTF-8 characters anywhere), ``line_ending="\\r\\n"``, ``ascii_json=False`` (raw UTF-8).
 
 A reply describes one assistant message; whether it goes out as one JSON body or as a
 ``text/event-stream`` follows the request's ``"stream"`` flag, so one script serves streaming and
@@ -153,6 +155,11 @@ class Reply:
     include_usage: bool | None = None  # None: JSON always, streams when the client asks
     forever: bool = False  # ``Reply.endless``: keep generating ``content`` until the client leaves
     stream_error: dict[str, Any] | None = None  # ``Reply.fails_mid_stream``: sent as a data event
+    # How a stream goes over the wire (defaults: one HTTP chunk per event, "\n", ASCII-only JSON):
+    write_size: int | None = None  # the whole stream in HTTP chunks of this many bytes, cutting
+    # lines and multi-byte characters wherever they fall (``chunk_delay`` then spaces the chunks)
+    line_ending: str = "\n"  # "\r\n" or "\r" as some servers send
+    ascii_json: bool = True  # False: non-ASCII text as UTF-8 bytes, as vLLM and llama.cpp send it
 
     @classmethod
     def text(cls, content: str, *, chunks: list[str] | None = None, **kw: Any) -> Reply:
@@ -606,13 +613,21 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             for name, value in extra:
                 self.send_header(name, value)
             self.end_headers()
-            events = [f"data: {json.dumps(e)}\n\n" for e in _stream_events(reply, request, n)]
-            events.append("data: [DONE]\n\n")
-            for index, event in enumerate(events):
+            end = reply.line_ending * 2
+            events = [
+                f"data: {json.dumps(e, ensure_ascii=reply.ascii_json)}{end}"
+                for e in _stream_events(reply, request, n)
+            ]
+            events.append(f"data: [DONE]{end}")
+            writes = [event.encode() for event in events]
+            if reply.write_size is not None:
+                data = b"".join(writes)
+                writes = [data[i : i + reply.write_size] for i in range(0, len(data), reply.write_size)]
+            for index, event in enumerate(writes):
                 if index and not server._wait(reply.chunk_delay):
                     self.close_connection = True
                     return
-                self._write_chunk(event.encode())
+                self._write_chunk(event)
             self._write_chunk(b"")
 
         def _send_endless(

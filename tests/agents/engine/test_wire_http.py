@@ -1,0 +1,110 @@
+"""The direct path's own reading of an event stream (agents.engine.wire_http, issue #20): what httpx's
+``aiter_lines`` did for it before, a line or a UTF-8 character cut between two network reads, the
+three line endings, a compressed body, a declared charset; and the client's cookies, which the
+direct path now keeps in a jar of its own."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from agents.engine.wire import WireGateway
+from agents.engine.wire_http import sse_lines
+from tests.agents.engine.test_gateway import ask, llm_for
+from tests.fakes.openai_server import FakeLLMServer, Reply
+from tests.fakes.openai_server import fake_llm_server as fake_llm_server  # noqa: F401 - fixture
+
+# Two-, three- and four-byte UTF-8 characters.
+TEXT = "Olá, mundo: 世界 ✓ 🎉 done"
+
+
+@pytest.mark.parametrize("write_size", [1, 2, 3, 5, 64])
+@pytest.mark.parametrize("line_ending", ["\n", "\r\n", "\r"])
+async def test_a_stream_cut_anywhere_reads_as_the_answer_it_carries(
+    fake_llm_server: FakeLLMServer, write_size: int, line_ending: str
+) -> None:
+    fake_llm_server.add(
+        Reply.text(TEXT, chunks=["Olá, mun", "do: 世界 ✓", " 🎉 done"], write_size=write_size,
+                   line_ending=line_ending, ascii_json=False)
+    )  # fmt: skip
+    deltas: list[str] = []
+
+    async def heard(text: str) -> None:
+        deltas.append(text)
+
+    response = await WireGateway().complete(ask(llm_for(fake_llm_server), stream=True), on_delta=heard)
+    assert response.content == TEXT
+    assert deltas == ["Olá, mun", "do: 世界 ✓", " 🎉 done"]
+    assert response.finish_reason == "stop"
+
+
+async def test_the_connection_is_kept_after_a_stream_cut_into_bytes(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(Reply.text(TEXT, write_size=1, line_ending="\r\n", ascii_json=False), Reply.text("two"))
+    gateway = WireGateway()
+    first = await gateway.complete(ask(llm_for(fake_llm_server), stream=True))
+    second = await gateway.complete(ask(llm_for(fake_llm_server), stream=True))
+    assert (first.content, second.content) == (TEXT, "two")
+    assert len({r.client_port for r in fake_llm_server.requests}) == 1  # [DONE], then read to the end
+
+
+async def test_a_line_separator_inside_a_chunks_json_does_not_cut_its_line(fake_llm_server: FakeLLMServer) -> None:
+    # httpx's aiter_lines split at U+2028 as str.splitlines does, and the chunk's JSON broke.
+    fake_llm_server.add(Reply.text("one\u2028two\u2029three", ascii_json=False))
+    response = await WireGateway().complete(ask(llm_for(fake_llm_server), stream=True))
+    assert response.content == "one\u2028two\u2029three"
+
+
+def response_of(*reads: bytes, **headers: str) -> httpx.Response:
+    async def body() -> AsyncIterator[bytes]:
+        for data in reads:
+            yield data
+
+    return httpx.Response(200, headers={"content-type": "text/event-stream", **headers}, content=body())
+
+
+async def lines_of(response: httpx.Response) -> list[str]:
+    return [line async for batch in sse_lines(response) for line in batch]
+
+
+async def test_lines_come_whole_whatever_the_reads_cut() -> None:
+    encoded = "data: é€😀\n".encode()
+    reads = [b"da", b"ta: {}\r", b"\n", b": ping\n", encoded[:7], encoded[7:9], encoded[9:], b"data: last"]
+    lines = [line for line in await lines_of(response_of(*reads)) if line]
+    assert lines == ["data: {}", ": ping", "data: é€😀", "data: last"]  # the last line has no ending
+
+
+async def test_a_gzipped_stream_and_a_declared_charset_are_decoded() -> None:
+    body = "data: ça\n\ndata: [DONE]\n\n"
+    zipped = response_of(gzip.compress(body.encode()), **{"content-encoding": "gzip"})
+    assert [line for line in await lines_of(zipped) if line] == ["data: ça", "data: [DONE]"]
+    latin = response_of(body.encode("latin-1"), **{"content-type": "text/event-stream; charset=ISO-8859-1"})
+    assert [line for line in await lines_of(latin) if line] == ["data: ça", "data: [DONE]"]
+    wide = response_of(body.encode("utf-16"), **{"content-type": "text/event-stream; charset=utf-16"})
+    assert [line for line in await lines_of(wide) if line] == ["data: ça", "data: [DONE]"]
+
+
+async def test_invalid_utf8_is_replaced_not_fatal() -> None:
+    assert await lines_of(response_of(b"data: \xff\xfe ok\n")) == ["data: \ufffd\ufffd ok"]
+
+
+async def test_a_cookie_the_provider_sets_is_sent_back_on_the_next_call(fake_llm_server: FakeLLMServer) -> None:
+    fake_llm_server.add(
+        Reply.text("one", headers=(("Set-Cookie", "lb=node-2; Path=/"),)), Reply.text("two"), Reply.text("three")
+    )
+    gateway = WireGateway()
+    for stream in (True, False, True):
+        await gateway.complete(ask(llm_for(fake_llm_server), stream=stream))
+    assert [r.headers.get("cookie") for r in fake_llm_server.requests] == [None, "lb=node-2", "lb=node-2"]
+
+
+def test_a_chunk_whose_first_choice_is_another_ones_still_gives_choice_zeros_text() -> None:
+    from agents.engine.wire import _Stream
+
+    state = _Stream()
+    other_first = {"choices": [{"index": 1, "delta": {"content": "no"}}, {"index": 0, "delta": {"content": "yes"}}]}
+    assert state.chunk(other_first) == "yes"
+    assert state.chunk({"choices": [{"index": 0, "delta": None, "finish_reason": "stop"}]}) == ""
+    assert (state.text, state.finish, state.first) == (["yes"], "stop", True)
