@@ -336,13 +336,22 @@ def _update_task(vendor: str, kind: str, params: list[Any]) -> None:
         cursor.execute(_task_update_sql(vendor, kind), params)
 
 
+# Inside a run's own hop (``run_hop``): where its services' events go, to be broadcast on the
+# run's event loop once the hop returns, instead of through a nested ``async_to_sync`` each.
+_handed_back: ContextVar[list[tuple[int, EventPayload]] | None] = ContextVar("handed_back", default=None)
+
+
 def emit_now(run_id: int, type_: str, data: dict[str, Any] | None = None, **kw: Any) -> RunEvent:
     """Record an event from synchronous code (services) and broadcast it once committed."""
     from asgiref.sync import async_to_sync
 
     event = record_event(run_id, type_, data, **kw)
     payload = payload_of(event)
-    transaction.on_commit(lambda: _broadcast_quietly(async_to_sync, run_id, payload))
+    later = _handed_back.get()
+    if later is not None:
+        transaction.on_commit(lambda: later.append((run_id, payload)))
+    else:
+        transaction.on_commit(lambda: _broadcast_quietly(async_to_sync, run_id, payload))
     return event
 
 
@@ -363,7 +372,8 @@ current_sink: ContextVar[RunEventSink | None] = ContextVar("current_sink", defau
 def run_hop(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``sync_to_async(fn)`` for a run's own database hops: the events the run emitted before
     are stored and sent first, so a service's event (``emit_now``) reaches the page after them,
-    as it is numbered after them."""
+    as it is numbered after them; the services' events are broadcast from this loop after the
+    hop (a nested ``async_to_sync`` from the database thread cost a wake-up of each thread)."""
     hop = sync_to_async(fn)
 
     @functools.wraps(fn)
@@ -371,7 +381,17 @@ def run_hop(fn: Callable[..., Any]) -> Callable[..., Any]:
         sink = current_sink.get()
         if sink is not None:
             await sink.drain()
-        return await hop(*args, **kwargs)
+        later: list[tuple[int, EventPayload]] = []
+        bound = _handed_back.set(later)  # the hop's thread runs in a copy of this context: the same list
+        try:
+            return await hop(*args, **kwargs)
+        finally:
+            _handed_back.reset(bound)
+            for run_id, payload in later:
+                try:
+                    await broadcast(run_id, payload)
+                except Exception:  # noqa: BLE001 - the event is stored; a socket reconnect replays it
+                    logger.warning("could not broadcast event %s of run %s", payload["seq"], run_id, exc_info=True)
 
     return call
 

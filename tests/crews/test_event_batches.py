@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.engine.llm import LLMResponse
 from agents.models import LLM
-from crews import runner, runs
+from crews import bridge, runner, runs
 from crews.models import Run, RunEvent
 from tests.crews.run_helpers import make_crew, scripted
 
@@ -101,3 +101,42 @@ def test_a_run_taken_from_its_worker_mid_run_stops_without_another_call(builder:
     assert calls == ["call"]  # no second task's call
     assert run.status == Run.Status.RUNNING and run.worker_id == "other#2"  # the other worker's
     assert not RunEvent.objects.filter(run=run, type="task.completed").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_event_of_a_run_reaches_its_group_once_in_seq_order(builder: Any, monkeypatch: Any) -> None:
+    """The engine's batches and the services' own events (run.started, run.planning, run.running,
+    run.succeeded: broadcast from the run's loop after their hop) go out in the order stored."""
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from crews import realtime
+
+    crew = make_crew(builder, planning=True)
+    replies = iter([PLAN, "Final Answer: found", "Final Answer: summed"])
+    scripted(monkeypatch, default=lambda request: LLMResponse(content=next(replies)))
+    LLM.objects.filter(is_default=True).update(supports_tools=False)
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(realtime.run_group(run.pk), channel)
+    nested: list[Any] = []
+    monkeypatch.setattr(bridge, "_broadcast_quietly", lambda *args: nested.append(args))
+
+    runner.execute(run.pk)
+
+    async def received() -> list[int]:
+        seqs = []
+        while True:
+            try:
+                seqs.append((await asyncio.wait_for(layer.receive(channel), 0.2))["event"]["seq"])
+            except TimeoutError:
+                return seqs
+
+    stored = list(RunEvent.objects.filter(run=run).exclude(type="run.queued").order_by("seq").values_list("seq", flat=True))
+    assert async_to_sync(received)() == stored
+    assert nested == []  # none through a nested async_to_sync from the database thread
+    assert {"run.started", "run.planning", "run.running", "run.succeeded"} <= set(
+        RunEvent.objects.filter(run=run).values_list("type", flat=True))
