@@ -428,9 +428,10 @@ class RunEventSink:
         self.on_gone = on_gone
         self._store = sync_to_async(self._store_batch)
         self._llm_keys: set[str] = set()
-        self._mutex = threading.Lock()  # the open batch is filled here and taken on the database thread
-        self._open: list[tuple[Event, int | None]] = []
-        self._queued = False  # a batch is queued on the database thread and has not taken ``_open`` yet
+        self._mutex = threading.Lock()  # the open batch is filled here and closed on the database thread
+        # The batch queued on the database thread that later events may still join: None once
+        # the thread took it, or once a delta went out behind it (what follows must send after it).
+        self._open: list[tuple[Event, int | None]] | None = None
         self._tail: asyncio.Task[None] | None = None  # the last batch or delta to send: sends go in order
         self._gone = False
         self._error: BaseException | None = None
@@ -446,15 +447,18 @@ class RunEventSink:
             if self._tail is None or self._tail.done():
                 await broadcast(self.run_id, payload)  # nothing before it still to send
             else:
+                with self._mutex:
+                    self._open = None  # an event emitted after this delta must not be sent before it
                 self._tail = asyncio.ensure_future(self._send_after(self._tail, [payload]))
             return
         with self._mutex:
-            self._open.append((event, task_id))
-            joined = self._queued  # a batch queued already, not yet taken, takes it along
-            self._queued = True
+            batch, joined = self._open, self._open is not None
+            if batch is None:
+                batch = self._open = []
+            batch.append((event, task_id))
         if not joined:
             # Eager: runs until it awaits its hop, so the hop is queued now, ahead of any later one.
-            self._tail = asyncio.eager_task_factory(asyncio.get_running_loop(), self._flush(self._tail))
+            self._tail = asyncio.eager_task_factory(asyncio.get_running_loop(), self._flush(batch, self._tail))
         if event.type in DURABLE_BEFORE:
             await self.drain(check=True)
 
@@ -472,9 +476,9 @@ class RunEventSink:
         if self._error is not None:
             raise self._error
 
-    async def _flush(self, before: asyncio.Task[None] | None) -> None:
+    async def _flush(self, batch: list[tuple[Event, int | None]], before: asyncio.Task[None] | None) -> None:
         try:
-            payloads = await self._store()
+            payloads = await self._store(batch)
         except RunNotWorking:
             # Ended elsewhere, say by the sweep while this worker stalled: stop working.
             self._gone = True
@@ -496,10 +500,11 @@ class RunEventSink:
             except Exception:  # noqa: BLE001 - stored already; a reconnect replays it
                 logger.warning("could not broadcast event %s of run %s", payload["seq"], self.run_id, exc_info=True)
 
-    def _store_batch(self) -> list[EventPayload]:
-        """The open batch, in one transaction (on the run's database thread)."""
+    def _store_batch(self, batch: list[tuple[Event, int | None]]) -> list[EventPayload]:
+        """A batch, closed to later events, in one transaction (on the run's database thread)."""
         with self._mutex:
-            batch, self._open, self._queued = self._open, [], False
+            if self._open is batch:
+                self._open = None
         with transaction.atomic():
             return [payload_of(self._store_one(event, task_id)) for event, task_id in batch]
 

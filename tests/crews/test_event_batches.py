@@ -4,16 +4,20 @@ after them, everything stored before the next paid call; a run ended elsewhere s
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents.engine.events import Event
 from agents.engine.llm import LLMResponse
 from agents.models import LLM
 from crews import bridge, runner, runs
+from crews.bridge import RunEventSink
 from crews.models import Run, RunEvent
 from tests.crews.run_helpers import make_crew, scripted
 
@@ -140,3 +144,34 @@ def test_every_event_of_a_run_reaches_its_group_once_in_seq_order(builder: Any, 
     assert nested == []  # none through a nested async_to_sync from the database thread
     assert {"run.started", "run.planning", "run.running", "run.succeeded"} <= set(
         RunEvent.objects.filter(run=run).values_list("type", flat=True))
+
+
+async def _working_run(builder: Any) -> Run:
+    crew = await sync_to_async(make_crew)(builder)
+    run = await sync_to_async(runs.run_kickoff)(actor=builder, crew=crew, inputs={"topic": "t"}, enqueue=False)
+    await sync_to_async(Run.objects.filter(pk=run.pk).update)(status=Run.Status.RUNNING)
+    return run
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_streamed_delta_is_sent_before_an_event_emitted_after_it(builder: Any, monkeypatch: Any) -> None:
+    """Tasks at once: task B's event queued (the database thread busy), task A's last delta, then
+    A's llm.completed: the page must not get A's text after A's call ended."""
+    run = await _working_run(builder)
+    sent: list[str] = []
+
+    async def fake_broadcast(run_id: int, payload: Any) -> None:
+        sent.append(payload["type"])
+
+    monkeypatch.setattr(bridge, "broadcast", fake_broadcast)
+    gate = threading.Event()
+    busy = asyncio.ensure_future(sync_to_async(gate.wait)())  # the run's database thread is busy a moment
+    await asyncio.sleep(0.05)
+    sink = RunEventSink(run.pk)
+    await sink.emit(Event(type="step.completed", task_id="B"))   # task B's event: a batch queued
+    await sink.emit(Event(type="llm.delta", data={"text": "x"}, task_id="A"))  # task A's last delta
+    await sink.emit(Event(type="llm.completed", data={}, task_id="A"))  # task A's call ends
+    gate.set()
+    await busy
+    await sink.drain()
+    assert sent == ["step.completed", "llm.delta", "llm.completed"]
