@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.utils.translation import gettext_lazy as _
 
 from crews.models import Crew, Plan, PlanLLMCall, PlanVersion, Run, RunEvent, RunTask, Task
@@ -92,5 +93,13 @@ class PlanLLMCallAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
+    # Deleting stays permitted, so a crew or plan whose drafts made calls can still be deleted
+    # in the admin (it checks the permission of every row a delete cascades to); the rows
+    # themselves offer no delete: no bulk action, no delete page.
+    actions = None
+
+    def delete_view(self, request: Any, object_id: str, extra_context: Any = None) -> Any:
+        raise PermissionDenied
+
+    def change_view(self, request: Any, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "show_delete": False})

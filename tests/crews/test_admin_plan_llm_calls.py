@@ -52,3 +52,17 @@ def test_a_builder_is_not_let_into_the_admin(builder_client: Any, call: PlanLLMC
     response = builder_client.get(reverse("admin:crews_planllmcall_changelist"))
 
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_an_admin_still_deletes_a_crew_or_plan_whose_drafts_made_calls(
+    admin_client_: Any, call: PlanLLMCall, demo_crew: Any
+) -> None:
+    """The admin checks delete permission on every row a delete cascades to: the calls' admin
+    refusing it would make their crew and plan undeletable."""
+    from crews.models import Crew, Plan
+
+    plan = call.plan
+    assert admin_client_.post(reverse("admin:crews_plan_delete", args=[plan.pk]), {"post": "yes"}).status_code == 302
+    assert not Plan.objects.filter(pk=plan.pk).exists() and not PlanLLMCall.objects.filter(pk=call.pk).exists()
+    assert admin_client_.post(reverse("admin:crews_crew_delete", args=[demo_crew.pk]), {"post": "yes"}).status_code == 302
+    assert not Crew.objects.filter(pk=demo_crew.pk).exists()
