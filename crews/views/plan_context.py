@@ -335,7 +335,8 @@ UNDO_SESSION_KEY = "plan_undo"
 
 def remember_undo(request: HtmxHttpRequest, plan: Plan, uid: int) -> None:
     """Keep the Undo of step ``uid``, just deleted (the plan is at the version the delete made)."""
-    request.session[UNDO_SESSION_KEY] = {"plan": plan.pk, "uid": uid, "deleted_in": plan.version}
+    request.session[UNDO_SESSION_KEY] = {"plan": plan.pk, "uid": uid, "deleted_in": plan.version,
+                                         "status": plan.status}
 
 
 def remembered_undo(request: HtmxHttpRequest, plan: Plan) -> dict[int, dict[str, Any]]:
@@ -344,7 +345,9 @@ def remembered_undo(request: HtmxHttpRequest, plan: Plan) -> dict[int, dict[str,
     if not isinstance(kept, dict) or kept.get("plan") != plan.pk:
         return {}
     uid, deleted_in = to_int(kept.get("uid")), to_int(kept.get("deleted_in"))
-    if uid is None or deleted_in != plan.version:  # undone, or another change saved since
+    # Undone, another change saved since, or the plan approved (or rejected) meanwhile: approving
+    # keeps the version, and the note's Undo would make the approved plan a draft again.
+    if uid is None or deleted_in != plan.version or kept.get("status") != plan.status:
         del request.session[UNDO_SESSION_KEY]
         return {}
     return undo_notes(plan, uid, deleted_in)

@@ -84,3 +84,14 @@ def test_the_undo_note_is_the_deleting_plans_and_a_failed_edit_keeps_it(
     another = draft(client, crew, django_capture_on_commit_callbacks, topic="waves")
     assert undo_note(client.get(url("plan-detail", another.pk)).content.decode()) is None
     assert undo_note(client.get(url("plan-detail", plan.pk)).content.decode())
+
+
+def test_approving_the_plan_ends_the_undo_note(client: Client, crew: Crew, plan: Plan) -> None:  # noqa: F811
+    """Approving keeps the version: the note's Undo would make the approved plan a draft again."""
+    gone = steps(plan, first_task(crew))[1]
+    delete_plainly(client, plan, gone.uid, 1)
+    assert undo_note(client.get(url("plan-detail", plan.pk)).content.decode()) is not None
+    assert client.post(url("plan-approve", plan.pk), {"version": 2}, follow=True).status_code == 200
+    plan.refresh_from_db()
+    assert plan.status == Plan.Status.APPROVED
+    assert undo_note(client.get(url("plan-detail", plan.pk)).content.decode()) is None
