@@ -317,12 +317,12 @@ async def _execute(run_id: int, token: CancelToken, owner: str) -> None:
     else:
         await finish(run_id=run_id, status=Run.Status.SUCCEEDED, output=output)
     finally:
+        if bound is not None:
+            current_sink.reset(bound)  # async_to_sync copies the context back to the worker thread
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
         if start is not None:
             await start.ctx.llm.aclose()  # the run's kept-alive connections (agents.engine.wire)
-        if bound is not None:
-            current_sink.reset(bound)  # async_to_sync copies the context back to the worker thread
 
 
 async def _run_crew(start: _Start) -> str:
