@@ -1,4 +1,4 @@
-"""The direct path to OpenAI-compatible endpoints: one httpx request per call, no litellm on it.
+"""The direct path to OpenAI-compatible endpoints: one aiohttp request per call, no litellm on it.
 
 Bench: ``bench/engine.py --ab wire`` (issue #20) measures this path against litellm's for the
 same calls in the same run; the figure lives in bench/README.md. Every model written
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import ssl
@@ -24,7 +25,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
+import aiohttp
 
 from agents.engine import model_facts, wire_http
 from agents.engine.capabilities import STREAM, TOOLS
@@ -48,6 +49,7 @@ PREFIX = "openai/"
 USER_AGENT = "crew-planner"
 OPENAI_BASE = "https://api.openai.com/v1"
 _MAX_ERROR_CHARS = 1000
+_log = logging.getLogger(__name__)
 # Keys of ``LLMSpec.params`` that are litellm's own switches, not the provider's: never sent.
 _LITELLM_ONLY = frozenset(
     {"drop_params", "custom_llm_provider", "input_cost_per_token", "output_cost_per_token",
@@ -71,39 +73,35 @@ def _tls() -> ssl.SSLContext | bool:
     if os.environ.get("SSL_VERIFY", "").lower() in ("false", "0", "no"):
         return False
     if _ssl_context is None:
-        import certifi  # httpx's own CA bundle
+        import certifi  # the CA bundle litellm's client uses
 
         _ssl_context = ssl.create_default_context(cafile=os.environ.get("SSL_CERT_FILE") or certifi.where())
     return _ssl_context
 
 
 class WireGateway:
-    """``Gateway`` for OpenAI-compatible chat completions, streamed or not, over httpx.
+    """``Gateway`` for OpenAI-compatible chat completions, streamed or not, over aiohttp.
 
-    One ``httpx.AsyncClient`` per event loop keeps connections alive between a run's calls (a
-    client belongs to the loop it was made on; runs on other loops get their own).
+    One ``aiohttp.ClientSession`` per event loop keeps connections alive between a run's calls
+    (a session belongs to the loop it was made on; runs on other loops get their own), with the
+    proxies the environment named when it was made (``HTTPS_PROXY``, ``NO_PROXY``).
     """
 
     def __init__(self) -> None:
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, wire_http.Client] = (
             weakref.WeakKeyDictionary()
         )
 
-    def _client(self) -> httpx.AsyncClient:
+    def _client(self) -> wire_http.Client:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
-        if client is None or client.is_closed:
-            # trust_env: HTTPS_PROXY and NO_PROXY apply, as with litellm. Redirects are reported
-            # (``_redirected``), not followed: a POST must not turn into a GET on the way.
-            client = wire_http.Client(
-                verify=_tls(), trust_env=True, follow_redirects=False, headers={"User-Agent": USER_AGENT}
-            )
-            self._clients[loop] = client
+        if client is None or client.closed:
+            client = self._clients[loop] = wire_http.Client(_tls(), USER_AGENT)
         return client
 
     async def aclose(self) -> None:
-        """Close this loop's client and its kept-alive connections (a run or a drafting ends;
-        a loop made for one call ends with it, so its client must not outlive it)."""
+        """Close this loop's session and its kept-alive connections (a run or a drafting ends;
+        a loop made for one call ends with it, so its session must not outlive it)."""
         client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()
@@ -119,8 +117,6 @@ class WireGateway:
         secret = llm.api_key.get_secret_value() if llm.api_key is not None else None
         body = _body(request)
         read = (llm.first_token_timeout if request.stream else llm.timeout) + 1.0
-        # httpx's own form of ``Timeout(read, connect=...)``, without building the object.
-        timeout = {"connect": llm.connect_timeout, "read": read, "write": read, "pool": read}
         loop = asyncio.get_running_loop()
         total_at = loop.time() + llm.timeout
         # One limit on the loop's clock: the first token's until it comes, then the whole call's.
@@ -131,27 +127,30 @@ class WireGateway:
         try:
             async with limit:
                 client = self._client()
-                # What ``client.build_request`` makes, the URL parsed once per API base and the
-                # headers merged once (it did each twice a call: ~45 µs of its CPU).
-                headers = httpx.Headers(client.headers)
-                headers.update(_headers(llm, secret))
-                outgoing = httpx.Request(
-                    "POST",
-                    wire_http.endpoint(llm.api_base or OPENAI_BASE),
-                    content=json.dumps(body).encode(),
-                    headers=headers,
-                    cookies=client.cookies,
-                    extensions={"timeout": timeout},
-                )
+                url = wire_http.endpoint(llm.api_base or OPENAI_BASE)
+                proxy, proxy_auth = client.proxies(url)
                 try:
-                    response = await client.send(outgoing, stream=True)
-                except httpx.HTTPError as exc:
+                    # Redirects are reported (``_redirected``), not followed: a POST must not turn
+                    # into a GET on the way.
+                    response = await client.session.request(
+                        "POST",
+                        url,
+                        data=json.dumps(body).encode(),
+                        headers=_headers(llm, secret),
+                        allow_redirects=False,
+                        proxy=proxy,
+                        proxy_auth=proxy_auth,
+                        timeout=wire_http.timeout(llm.connect_timeout, read),
+                    )
+                except aiohttp.ClientError as exc:
                     raise _transport_error(exc, llm, secret) from None
+                if _log.isEnabledFor(logging.DEBUG):  # what httpx logged; never the headers
+                    _log.debug("POST %s: %s %s", url, response.status, response.reason)
                 try:
-                    if response.status_code >= 400:
+                    if response.status >= 400:
                         raw = await _read(response, llm, secret)
-                        raise _status_error(response.status_code, raw, response.headers, secret, request)
-                    if 300 <= response.status_code < 400:
+                        raise _status_error(response.status, raw, response.headers, secret, request)
+                    if 300 <= response.status < 400:
                         raise _redirected(response, llm, secret)
                     ctype = response.headers.get("content-type", "")
                     if request.stream and not ctype.startswith("application/json"):
@@ -167,7 +166,9 @@ class WireGateway:
                     else:
                         state.whole(_parse(await _read(response, llm, secret), llm, request, secret))
                 finally:
-                    await response.aclose()  # also when cancelled: a local server stops generating
+                    # The connection is kept when the body was read to its end, else closed (also
+                    # when cancelled: a local server stops generating).
+                    response.release()
         except TimeoutError:
             if not limit.expired():
                 raise
@@ -318,10 +319,10 @@ def _headers(llm: LLMSpec, secret: str | None) -> dict[str, str]:
     return headers
 
 
-async def _read(response: httpx.Response, llm: LLMSpec, secret: str | None) -> bytes:
+async def _read(response: aiohttp.ClientResponse, llm: LLMSpec, secret: str | None) -> bytes:
     try:
-        return await response.aread()
-    except httpx.HTTPError as exc:
+        return await response.read()
+    except aiohttp.ClientError as exc:
         raise _transport_error(exc, llm, secret) from None
 
 
@@ -356,10 +357,10 @@ def _error_status(error: Any) -> int:
     return code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600 else 500
 
 
-def _redirected(response: httpx.Response, llm: LLMSpec, secret: str | None) -> LLMError:
+def _redirected(response: aiohttp.ClientResponse, llm: LLMSpec, secret: str | None) -> LLMError:
     where = scrub(response.headers.get("location", "") or "?", secret)
     error = LLMError(
-        f"{response.status_code} the API base {llm.api_base or OPENAI_BASE} redirects to {where}: "
+        f"{response.status} the API base {llm.api_base or OPENAI_BASE} redirects to {where}: "
         "set the LLM's API base to the address it names"
     )
     error.kind_hint = "other"
@@ -367,7 +368,7 @@ def _redirected(response: httpx.Response, llm: LLMSpec, secret: str | None) -> L
 
 
 async def _read_events(
-    response: httpx.Response,
+    response: aiohttp.ClientResponse,
     state: _Stream,
     request: LLMRequest,
     secret: str | None,
@@ -377,7 +378,7 @@ async def _read_events(
 ) -> None:
     """Read server-sent events to ``data: [DONE]`` (or the end), folding each chunk in."""
     llm = request.llm
-    batches = wire_http.sse_lines(response)
+    batches = wire_http.sse_lines(response.content.iter_any(), wire_http.encoding(response))
     done = False
     while True:
         # Only the transport's failures are mapped; an error raised by ``on_delta`` (the event
@@ -386,7 +387,7 @@ async def _read_events(
             batch = await anext(batches)
         except StopAsyncIteration:
             break
-        except httpx.HTTPError as exc:
+        except aiohttp.ClientError as exc:
             raise _transport_error(exc, llm, secret) from None
         for line in batch:
             if done or not line.startswith("data:"):
@@ -524,16 +525,18 @@ def _status_error_type(
     return RetryableLLMError(message, retry_after=retry_after_seconds(headers))
 
 
-def _transport_error(exc: httpx.HTTPError, llm: LLMSpec, secret: str | None) -> LLMError:
+def _transport_error(exc: aiohttp.ClientError, llm: LLMSpec, secret: str | None) -> LLMError:
     """No HTTP answer: the host could not be reached, or the connection dropped. Retryable."""
     where = llm.api_base or OPENAI_BASE
     kind = None
-    if isinstance(exc, httpx.ConnectTimeout):
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
         text, kind = f"could not connect to {where} within {llm.connect_timeout:g} s", UNREACHABLE
-    elif isinstance(exc, httpx.ConnectError):
+    elif isinstance(exc, aiohttp.ClientConnectorError):  # refused, no such host, TLS, the proxy
         text, kind = f"could not connect to {where}: {exc or type(exc).__name__}", UNREACHABLE
-    elif isinstance(exc, httpx.TimeoutException):
-        text, kind = f"no answer from {where} in time ({type(exc).__name__})", TIMEOUT
+    elif isinstance(exc, aiohttp.ServerTimeoutError):  # no byte within the read limit
+        text, kind = f"no answer from {where} in time (ReadTimeout)", TIMEOUT
+    elif isinstance(exc, (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError)):  # its words: the URL
+        text = f"the connection to {where} failed: not an http:// or https:// address"
     else:
         text = f"the connection to {where} failed: {exc or type(exc).__name__}"
     error = RetryableLLMError(scrub(text, secret))

@@ -1,75 +1,140 @@
-"""What the direct path (``wire``) takes from httpx, without the work per call it does not need.
+"""What the direct path (``wire``) takes from aiohttp: one session per event loop, set up as its
+httpx client was, and the lines of an event stream.
 
 A profile of a planned 2-task run (issue #20) had the HTTP client as the largest single cost of
-the server's CPU. With the three pieces here (and ``wire._Stream.chunk`` asking each field
-once), one call against the fake server (in its own process; the old code and this in turns,
-same run) costs ~15 % less CPU, streamed (~40 chunks: 1.65 -> 1.38 ms) or not (0.68 -> 0.58 ms).
-What is left is httpcore's and h11's own work, per request and per HTTP chunk of a stream, which
-httpx gives no way around.
+the server's CPU: httpx, httpcore and h11 did their work per request and per HTTP chunk of a
+stream. aiohttp (already installed: litellm depends on it) parses HTTP in C: one call against
+the fake server (in its own process; the httpx code and this in turns, same run, load 1.7) went
+from 1.36 to 0.52 ms of CPU streamed (~40 chunks) and from 0.58 to 0.21 ms unstreamed.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import functools
+import ssl
+import urllib.request
 from collections.abc import AsyncIterator
-from typing import Any
 
-import httpx
+import aiohttp
+from yarl import URL
 
 
-class Client(httpx.AsyncClient):
-    """httpx's client, keeping its cookies in ``_Cookies`` (httpx reaches them through this
-    property only)."""
+class Proxies:
+    """The proxy for each URL, from ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` and ``NO_PROXY``
+    as they were when the session was made (as httpx's ``trust_env`` read them).
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._lean_cookies = _Cookies()
+    Not aiohttp's ``trust_env``: it reads the environment and ``~/.netrc`` in a thread on every
+    request, and a ``.netrc`` entry for the provider's host made every call fail (aiohttp refuses
+    its login beside our ``Authorization`` header).
+    """
+
+    def __init__(self) -> None:
+        self._env = urllib.request.getproxies_environment()
+        self._for: dict[tuple[str, str], tuple[URL | None, aiohttp.BasicAuth | None]] = {}
+
+    def __call__(self, url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+        key = (url.scheme, f"{url.host}:{url.port}")  # NO_PROXY may name a host with its port
+        found = self._for.get(key)
+        if found is None:
+            found = self._for[key] = self._lookup(url)
+        return found
+
+    def _lookup(self, url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+        proxy = self._env.get(url.scheme) or self._env.get("all")
+        host = f"{url.host}:{url.port}"
+        if not proxy or (url.host and urllib.request.proxy_bypass_environment(host, self._env)):
+            return None, None
+        parsed = URL(proxy if "://" in proxy else f"http://{proxy}")
+        # A login in the proxy's URL goes as its own header, not in the URL aiohttp connects to.
+        return parsed.with_user(None), aiohttp.BasicAuth.from_url(parsed)
+
+
+class Client:
+    """One event loop's session (made inside the running loop) and the proxies it uses.
+
+    Closed by ``aclose``, or else with its loop: a session left open is logged as an error when it
+    is collected ("Unclosed connector"), and a loop made for one call (``asyncio.run`` in
+    ``agents.services.llm_test``, a test's) may end without a word to the gateway. A suspended
+    async generator is what a loop does close as it ends (``shutdown_asyncgens``), or when it is
+    dropped with the gateway; its ``finally`` closes the session.
+    """
+
+    __slots__ = ("session", "proxies", "_closer")
+
+    def __init__(self, tls: ssl.SSLContext | bool, user_agent: str) -> None:
+        self.session = session(tls, user_agent)
+        self.proxies = Proxies()
+        self._closer = _close_with_loop(self.session)
+        with contextlib.suppress(StopIteration):
+            self._closer.asend(None).send(None)  # to its ``yield``: the loop now knows it
 
     @property
-    def cookies(self) -> httpx.Cookies:
-        return self._lean_cookies
+    def closed(self) -> bool:
+        return self.session.closed
 
-    @cookies.setter
-    def cookies(self, cookies: Any) -> None:
-        self._lean_cookies = _Cookies(cookies)
+    async def aclose(self) -> None:
+        await self._closer.aclose()
 
 
-class _Cookies(httpx.Cookies):
-    """Cookies a provider sets (its load balancer's, say) are kept and sent back, as before; a
-    response that sets none skips httpx's urllib request and email message (~30 µs a call)."""
+async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        await session.close()
 
-    def extract_cookies(self, response: httpx.Response) -> None:
-        if "set-cookie" in response.headers:
-            super().extract_cookies(response)
+
+def session(tls: ssl.SSLContext | bool, user_agent: str) -> aiohttp.ClientSession:
+    """A session for one event loop (made inside it). At most 100 connections, as httpx's
+    client; any number to one host."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(ssl=tls, limit=100, limit_per_host=0),
+        headers={"User-Agent": user_agent},
+        # A provider's cookies (its load balancer's, say) are sent back; ``unsafe``: also to a
+        # server named by its IP address, as httpx did (a local model server at 127.0.0.1).
+        cookie_jar=aiohttp.CookieJar(unsafe=True),
+    )
 
 
 @functools.lru_cache(maxsize=64)
-def endpoint(api_base: str) -> httpx.URL:
-    """The chat completions URL of an API base, parsed once: ``client.build_request`` parsed a
-    URL string twice a call (~45 µs with merging the headers twice)."""
-    return httpx.URL(api_base.rstrip("/") + "/chat/completions")
+def endpoint(api_base: str) -> URL:
+    """The chat completions URL of an API base, parsed once."""
+    return URL(api_base.rstrip("/") + "/chat/completions")
 
 
-async def sse_lines(response: httpx.Response) -> AsyncIterator[list[str]]:
+@functools.lru_cache(maxsize=64)
+def timeout(connect: float, read: float) -> aiohttp.ClientTimeout:
+    """Connecting (a free connection from the pool included) within ``connect`` seconds, and no
+    read waiting longer than ``read``; the whole call's limit is the caller's (``wire``)."""
+    return aiohttp.ClientTimeout(total=None, connect=connect, sock_connect=connect, sock_read=read)
+
+
+def encoding(response: aiohttp.ClientResponse) -> str:
+    """UTF-8 (the SSE format's own), or the charset the Content-Type names."""
+    if "charset" not in response.headers.get("content-type", "").lower():
+        return "utf-8"  # without parsing the header
+    return response.get_encoding()
+
+
+async def sse_lines(reads: AsyncIterator[bytes], encoding: str = "utf-8") -> AsyncIterator[list[str]]:
     """The lines of an event stream, a list for each network read (often one event's ``data:``
     line and its blank separator); the last line is given at the end even without an ending.
 
-    httpx's ``aiter_lines`` stacks four async generators on the body (raw bytes, decoded bytes,
-    text, lines), each a step for every chunk, and parses the Content-Type with the email package
-    for the charset. Here one generator splits the bytes on ``\\n`` and decodes each complete line,
-    so a line or a multi-byte character cut between two reads comes out whole. ``\\n``, ``\\r\\n``
-    and ``\\r`` end a line, as the SSE format says; a ``\\r\\n`` may come out as a line and a blank
-    line after it, which a reader of events skips anyway. Unlike ``aiter_lines``
-    (``str.splitlines``), a U+2028 inside a chunk's JSON does not cut its line.
+    aiohttp's own line reading (``async for line in response.content``) ends lines at ``\\n``
+    only. Here ``\\n``, ``\\r\\n`` and ``\\r`` end a line, as the SSE format says; a ``\\r\\n``
+    may come out as a line and a blank line after it, which a reader of events skips anyway. A
+    line or a multi-byte character cut between two reads comes out whole. Unlike
+    ``str.splitlines``, a U+2028 inside a chunk's JSON does not cut its line.
     """
-    encoding = _encoding(response)
-    if encoding is None:  # a charset in which b"\n" is not the line ending: httpx's own way
-        async for line in response.aiter_lines():
-            yield [line]
+    try:
+        ascii_compatible = "data:\n".encode(encoding) == b"data:\n"
+    except (LookupError, UnicodeError):
+        encoding, ascii_compatible = "utf-8", True
+    if not ascii_compatible:  # UTF-16, EBCDIC: decoded first, then cut
+        async for lines in _decoded_lines(reads, encoding):
+            yield lines
         return
-    # A compressed body (httpx asks for gzip) goes through httpx's decoder; a plain one as it came.
-    reads = response.aiter_bytes() if "content-encoding" in response.headers else response.aiter_raw()
     rest = b""
     async for data in reads:
         if b"\r" in data:
@@ -84,14 +149,16 @@ async def sse_lines(response: httpx.Response) -> AsyncIterator[list[str]]:
         yield [rest.decode(encoding, "replace")]
 
 
-def _encoding(response: httpx.Response) -> str | None:
-    """UTF-8 (the SSE format's own), or the charset the Content-Type names as httpx reads it;
-    None when that charset is not ASCII-compatible (UTF-16, EBCDIC)."""
-    if "charset" not in response.headers.get("content-type", "").lower():
-        return "utf-8"  # without parsing the header (httpx does it with the email package)
-    encoding = response.encoding or "utf-8"
-    try:
-        ascii_compatible = "data:\n".encode(encoding) == b"data:\n"
-    except (LookupError, UnicodeError):
-        return None
-    return codecs.lookup(encoding).name if ascii_compatible else None
+async def _decoded_lines(reads: AsyncIterator[bytes], encoding: str) -> AsyncIterator[list[str]]:
+    """``sse_lines`` for a charset in which ``b"\\n"`` is not the line ending."""
+    decoder = codecs.getincrementaldecoder(encoding)("replace")
+    rest = ""
+    async for data in reads:
+        text = rest + decoder.decode(data).replace("\r", "\n")
+        parts = text.split("\n")
+        rest = parts.pop()
+        if parts:
+            yield parts
+    rest += decoder.decode(b"", final=True)
+    if rest:
+        yield [rest]

@@ -147,6 +147,7 @@ class Reply:
     status: int = 200
     headers: tuple[tuple[str, str], ...] = ()
     raw: bytes | None = None
+    raw_type: str = "application/json"  # the Content-Type ``raw`` goes out with
     error_body: dict[str, Any] | None = None  # sent as {"error": ...}
     delay: float = 0.0
     chunk_delay: float = 0.0
@@ -565,7 +566,7 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
         def _respond(self, reply: Reply, request: RecordedRequest, n: int) -> None:
             extra = list(reply.headers)
             if reply.raw is not None:
-                self._send(reply.status, reply.raw, "application/json", extra)
+                self._send(reply.status, reply.raw, reply.raw_type, extra)
             elif reply.error_body is not None:
                 self._send_json(reply.status, {"error": reply.error_body}, extra)
             elif reply.forever:

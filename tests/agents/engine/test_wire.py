@@ -4,6 +4,9 @@ test_gateway_refusals.py."""
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 import pytest
 
 from agents.engine.demo import DemoGateway
@@ -98,7 +101,7 @@ async def test_closing_a_loops_client_closes_its_connections(fake_llm_server: Fa
     await gateway.complete(ask(llm_for(fake_llm_server)))
     [client] = gateway._clients.values()
     await gateway.aclose()
-    assert client.is_closed and not gateway._clients
+    assert client.closed and not gateway._clients
     await gateway.complete(ask(llm_for(fake_llm_server)))  # a new client, a new connection
     assert len({r.client_port for r in fake_llm_server.requests}) == 2
 
@@ -128,3 +131,43 @@ def test_malformed_tool_calls_and_other_choices_are_handled() -> None:
     assert state.text == [] and state.first  # a thinking model counts as answering
     with pytest.raises(LLMError, match="not a list"):
         state.chunk({"choices": [{"index": 0, "delta": {"tool_calls": "calc"}}]})
+
+
+def proxy_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
+
+async def test_the_proxy_the_environment_names_is_used_unless_no_proxy_says_otherwise(
+    fake_llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    proxy_env(monkeypatch, HTTP_PROXY=closed)
+    with pytest.raises(RetryableLLMError) as raised:
+        await WireGateway().complete(ask(llm_for(fake_llm_server)))
+    assert raised.value.kind == "unreachable" and fake_llm_server.request_count == 0
+    proxy_env(monkeypatch, HTTP_PROXY=closed, NO_PROXY="localhost,127.0.0.1")
+    fake_llm_server.add(Reply.text("direct"))
+    assert (await WireGateway().complete(ask(llm_for(fake_llm_server)))).content == "direct"
+    # The fake server as the proxy: it gets the whole URL of a host it does not serve.
+    proxy_env(monkeypatch, HTTP_PROXY=fake_llm_server.url)
+    with pytest.raises(LLMError, match=r"no route http://llm\.invalid/v1/chat/completions"):
+        await WireGateway().complete(ask(llm_for(fake_llm_server, api_base="http://llm.invalid/v1")))
+
+
+async def test_a_netrc_entry_for_the_providers_host_changes_nothing(
+    fake_llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # aiohttp's own trust_env would add the .netrc login beside the key and refuse the request.
+    (tmp_path / ".netrc").write_text("machine 127.0.0.1 login someone password secret\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    monkeypatch.setenv("NETRC", str(tmp_path / ".netrc"))
+    proxy_env(monkeypatch)
+    fake_llm_server.add(Reply.text("fine"))
+    assert (await WireGateway().complete(ask(llm_for(fake_llm_server)))).content == "fine"
+    assert fake_llm_server.requests[0].authorization == "Bearer fake-key-0123456789abcdef"

@@ -1,14 +1,13 @@
-"""The direct path's own reading of an event stream (agents.engine.wire_http, issue #20): what httpx's
-``aiter_lines`` did for it before, a line or a UTF-8 character cut between two network reads, the
-three line endings, a compressed body, a declared charset; and the client's cookies, which the
-direct path now keeps in a jar of its own."""
+"""The direct path's own reading of an event stream (agents.engine.wire_http, issue #20): a line or a
+UTF-8 character cut between two network reads, the three line endings (aiohttp's own line reading
+knows only ``\n``), a compressed body, a declared charset; and the provider's cookies, sent back."""
 
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
 from agents.engine.wire import WireGateway
@@ -57,37 +56,54 @@ async def test_a_line_separator_inside_a_chunks_json_does_not_cut_its_line(fake_
     assert response.content == "one\u2028two\u2029three"
 
 
-def response_of(*reads: bytes, **headers: str) -> httpx.Response:
+async def lines_of(*reads: bytes, encoding: str = "utf-8") -> list[str]:
     async def body() -> AsyncIterator[bytes]:
         for data in reads:
             yield data
 
-    return httpx.Response(200, headers={"content-type": "text/event-stream", **headers}, content=body())
-
-
-async def lines_of(response: httpx.Response) -> list[str]:
-    return [line async for batch in sse_lines(response) for line in batch]
+    return [line async for batch in sse_lines(body(), encoding) for line in batch]
 
 
 async def test_lines_come_whole_whatever_the_reads_cut() -> None:
     encoded = "data: é€😀\n".encode()
     reads = [b"da", b"ta: {}\r", b"\n", b": ping\n", encoded[:7], encoded[7:9], encoded[9:], b"data: last"]
-    lines = [line for line in await lines_of(response_of(*reads)) if line]
+    lines = [line for line in await lines_of(*reads) if line]
     assert lines == ["data: {}", ": ping", "data: é€😀", "data: last"]  # the last line has no ending
 
 
-async def test_a_gzipped_stream_and_a_declared_charset_are_decoded() -> None:
-    body = "data: ça\n\ndata: [DONE]\n\n"
-    zipped = response_of(gzip.compress(body.encode()), **{"content-encoding": "gzip"})
-    assert [line for line in await lines_of(zipped) if line] == ["data: ça", "data: [DONE]"]
-    latin = response_of(body.encode("latin-1"), **{"content-type": "text/event-stream; charset=ISO-8859-1"})
-    assert [line for line in await lines_of(latin) if line] == ["data: ça", "data: [DONE]"]
-    wide = response_of(body.encode("utf-16"), **{"content-type": "text/event-stream; charset=utf-16"})
-    assert [line for line in await lines_of(wide) if line] == ["data: ça", "data: [DONE]"]
+async def test_a_declared_charset_is_decoded() -> None:
+    body = "data: ça\r\n\r\ndata: [DONE]\n\n"
+    latin = await lines_of(body.encode("latin-1"), encoding="iso8859-1")
+    assert [line for line in latin if line] == ["data: ça", "data: [DONE]"]
+    wide = body.encode("utf-16")
+    assert [line for line in await lines_of(wide[:5], wide[5:11], wide[11:], encoding="utf-16") if line] == [
+        "data: ça", "data: [DONE]"
+    ]
+    assert [line for line in await lines_of(body.encode(), encoding="no-such-charset") if line] == [
+        "data: ça", "data: [DONE]"
+    ]
+
+
+async def test_a_gzipped_answer_is_decompressed(fake_llm_server: FakeLLMServer) -> None:
+    stream = f"data: {json.dumps(chunk('ça'))}\n\ndata: [DONE]\n\n".encode()
+    whole = json.dumps({"choices": [{"index": 0, "message": {"content": "çb"}, "finish_reason": "stop"}]}).encode()
+    gzipped = (("Content-Encoding", "gzip"),)
+    fake_llm_server.add(
+        Reply(raw=gzip.compress(stream), raw_type="text/event-stream; charset=utf-8", headers=gzipped),
+        Reply(raw=gzip.compress(whole), headers=gzipped),
+    )
+    gateway = WireGateway()
+    assert (await gateway.complete(ask(llm_for(fake_llm_server), stream=True))).content == "ça"
+    assert (await gateway.complete(ask(llm_for(fake_llm_server)))).content == "çb"
+    assert "gzip" in fake_llm_server.requests[0].headers["accept-encoding"]
+
+
+def chunk(text: str) -> dict[str, object]:
+    return {"model": "m", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}
 
 
 async def test_invalid_utf8_is_replaced_not_fatal() -> None:
-    assert await lines_of(response_of(b"data: \xff\xfe ok\n")) == ["data: \ufffd\ufffd ok"]
+    assert await lines_of(b"data: \xff\xfe ok\n") == ["data: \ufffd\ufffd ok"]
 
 
 async def test_a_cookie_the_provider_sets_is_sent_back_on_the_next_call(fake_llm_server: FakeLLMServer) -> None:
