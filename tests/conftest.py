@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +25,17 @@ def process_not_stopping(monkeypatch: pytest.MonkeyPatch) -> None:
     from planner_site import worker
 
     monkeypatch.setattr(worker, "_stopping", threading.Event())
+
+
+@pytest.fixture(autouse=True)
+def default_language() -> Iterator[None]:
+    """Each test starts in the site's language: a request in pt-BR leaves its language active in
+    the thread (LocaleMiddleware activates, nothing deactivates), and text rendered outside a
+    request in a later test would come out in Portuguese."""
+    from django.utils import translation
+
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture

@@ -45,7 +45,8 @@ def test_a_retrys_note_carries_when_the_wait_ends_and_its_words_to_count_with(bu
     first = task_ids(run)[0]
     view = RunView.build(run)
     event = record_event(run.pk, "llm.failed", RETRY, task_id=first)
-    message = render_event_html(view, dict(payload_of(event)), can_write=True)
+    with translation.override("en"):  # the socket renders in its reader's language; this one's English
+        message = render_event_html(view, dict(payload_of(event)), can_write=True)
     until = int((event.at + timedelta(seconds=11.2)).timestamp() * 1000)
 
     for html in (message, page_of(builder, run)):
