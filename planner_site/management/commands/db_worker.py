@@ -21,7 +21,7 @@ from django.core.management.base import CommandError, CommandParser
 from django_tasks_db.management.commands import db_worker
 
 from planner_site.notify import Listener
-from planner_site.warmup import warm
+from planner_site.warmup import collect_periodically, fewer_malloc_arenas, warm
 from planner_site.worker import HeartbeatWorker, doorbell, run_stop_hooks
 
 logger = logging.getLogger(__name__)
@@ -71,12 +71,16 @@ class Command(db_worker.Command):
                 excluded_queue_names=excluded,
             )
 
+        # The same care of memory as serve's (planner_site.warmup): two malloc arenas, set before
+        # any thread starts, and runs' cyclic garbage collected every second while they run.
+        fewer_malloc_arenas()
         # What a run imports, loaded before the first run is taken, so that run is not seconds
         # slower than the next (planner_site.warmup).
         try:
             warm()
         except Exception:  # a run imports what it needs itself, and reports a failure
             logger.exception("warming up failed; runs will load what they need")
+        stop_collecting = collect_periodically()
         # On PostgreSQL, a task enqueued by a web process wakes an idle worker here at once.
         listener = Listener(doorbell.ring)
         listener.start()
@@ -89,6 +93,7 @@ class Command(db_worker.Command):
                 asyncio.run(self._run_threads([worker(f"-{i}") for i in range(threads)]))
         finally:
             listener.stop()
+            stop_collecting()
 
     async def _run_threads(self, workers: list[PlannerWorker]) -> None:
         """Every worker in a thread of its own, their async_to_sync calls back on this loop.

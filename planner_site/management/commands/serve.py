@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import gc
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from planner_site.notify import Listener
-from planner_site.warmup import COLLECT_SECONDS, collect, warm_in_background
+from planner_site.warmup import collect_periodically, fewer_malloc_arenas, warm_in_background
 from planner_site.worker import (
     configured_workers,
     default_worker_id,
@@ -48,7 +46,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        _fewer_malloc_arenas()
+        fewer_malloc_arenas()  # before any thread starts
         # Importing daphne.server installs Twisted's asyncio reactor: it must come first.
         from asgiref.sync import sync_to_async
         from daphne.endpoints import build_endpoint_description_strings
@@ -61,7 +59,7 @@ class Command(BaseCommand):
         count = configured_workers() if opts["workers"] is None else max(0, opts["workers"])
         workers = [make_worker(worker_id=default_worker_id(f"-{i}")) for i in range(count)]
         futures: list[asyncio.Future[Any]] = []
-        collecting: list[asyncio.Future[None]] = []
+        collecting: list[Callable[[], None]] = []  # stops the periodic collection, once begun
         # The workers' own threads: the loop's default executor has only cpu_count + 4 of them,
         # and other code (DNS lookups, asyncio.to_thread) needs those.
         pool = ThreadPoolExecutor(max_workers=max(1, count), thread_name_prefix="run-worker")
@@ -89,17 +87,7 @@ class Command(BaseCommand):
                 run = sync_to_async(worker.run, thread_sensitive=False, executor=pool)
                 futures.append(asyncio.ensure_future(run()))
             asyncio.ensure_future(ready_once_beating(url))
-            collecting.append(asyncio.ensure_future(collect_garbage()))
-
-        async def collect_garbage() -> None:
-            """A full collection every ``COLLECT_SECONDS`` (runs' cyclic garbage, freed while it is
-            small), skipped while the youngest generation saw no collection: nothing ran."""
-            seen = -1
-            while not stopping:
-                await asyncio.sleep(COLLECT_SECONDS)
-                if gc.get_stats()[0]["collections"] != seen:
-                    collect()
-                    seen = gc.get_stats()[0]["collections"]
+            collecting.append(collect_periodically())  # runs' cyclic garbage, freed while it is small
 
         async def ready_once_beating(url: str) -> None:
             """"Ready" once the workers' first heartbeat is stored, so health then says "ok"."""
@@ -117,8 +105,8 @@ class Command(BaseCommand):
         def stop_workers() -> Any:
             nonlocal stopping
             stopping = True
-            for each in collecting:
-                each.cancel()
+            for stop in collecting:
+                stop()
             listener.stop()
             for worker in workers:
                 worker.stop()
@@ -180,18 +168,6 @@ def _preparing_alone() -> Iterator[None]:
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [PREPARE_LOCK])
-
-
-def _fewer_malloc_arenas() -> None:
-    """At most two of glibc's malloc arenas, before the workers' threads start.
-
-    glibc gives threads that allocate at once arenas of their own (up to eight per core), each
-    keeping what it freed: with 32 workers and the loop's helper threads, 6 MiB more RSS at
-    "ready" and after a soak than with two (bench/soak.py, #20: 146 against 139 MiB at ready).
-    Python's own objects do not come from there, so its speed is unchanged.
-    """
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: its allocator has no such knob
-        ctypes.CDLL("libc.so.6").mallopt(-8, 2)  # M_ARENA_MAX, as MALLOC_ARENA_MAX=2 does
 
 
 def _migrate_pending(command: BaseCommand) -> bool:
