@@ -10,6 +10,8 @@ once per ``interval`` (for tasks enqueued by other processes), however many of t
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import logging
 import os
 import random
@@ -107,15 +109,21 @@ class Doorbell:
     A ring nobody is waiting for is kept (up to one per worker), so a worker that polled just
     before a task was enqueued and is about to wait polls again at once instead of missing it.
 
-    A ring wakes the worker that went idle last, not the one idle longest: one run after another
-    then lands on the same thread, whose database connection and memory are warm, instead of
-    warming each of the 32 in turn (bench/soak.py, #20: the server's RSS grew 15 MiB over 40
-    sequential runs that way).
+    A ring wakes the worker that ran a task last (of those that never did, the one that went idle
+    last), not the one idle longest: one run after another then lands on the same thread, whose
+    database connection and memory are warm, instead of warming each of the 32 in turn
+    (bench/soak.py, #20: the server's RSS grew 15 MiB over 40 sequential runs that way). Ranked
+    by the last task, not by when it went idle: idle workers poll, each going back to wait every
+    few seconds, and a ring woke the last to have polled, so runs still spread over a dozen
+    threads in 300 (each connection ~0.3 MiB of prepared statements and page cache).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: list[threading.Event] = []  # the waiting workers, the last to go idle last
+        # The waiting workers as (when it last ran a task, arrival, its event), ascending: the one
+        # a ring wakes is last.
+        self._idle: list[tuple[float, int, threading.Event]] = []
+        self._arrivals = itertools.count()
         self._pending = 0
         self.members = 0
 
@@ -134,27 +142,32 @@ class Doorbell:
                 return
             self._pending = min(self._pending + 1, self.members)
             if self._idle:
-                self._idle.pop().set()
+                self._idle.pop()[2].set()
 
     def wake_all(self) -> None:
         """For a stop: every waiter looks at its ``running`` flag now."""
         with self._lock:
-            for waiter in self._idle:
+            for _, _, waiter in self._idle:
                 waiter.set()
             self._idle.clear()
 
-    def wait(self, timeout: float) -> bool:
-        """Until a ring (True: look for a task now) or ``timeout`` seconds (False)."""
+    def wait(self, timeout: float, *, worked_at: float = 0.0) -> bool:
+        """Until a ring (True: look for a task now) or ``timeout`` seconds (False).
+
+        ``worked_at``: when the waiting worker last finished a task (``time.monotonic()``; 0 if
+        never): the latest is woken first.
+        """
         with self._lock:
             if self._pending:
                 self._pending -= 1
                 return True
             waiter = threading.Event()
-            self._idle.append(waiter)
+            entry = (worked_at, next(self._arrivals), waiter)
+            bisect.insort(self._idle, entry)
         waiter.wait(timeout)
         with self._lock:
-            if waiter in self._idle:  # not rung: timed out, or woken for a stop
-                self._idle.remove(waiter)
+            if entry in self._idle:  # not rung: timed out, or woken for a stop
+                self._idle.remove(entry)
             if self._pending:
                 self._pending -= 1
                 return True
@@ -305,6 +318,7 @@ class HeartbeatWorker(Worker):
             raise
 
     _statements: _QueueStatements | None = None
+    _worked_at = 0.0  # when this worker last finished a task (time.monotonic()): the doorbell's rank
 
     def _ready(self, now: datetime) -> QuerySet[DBTaskResult]:
         """django-tasks-db's ``ready()`` queue of this worker, as of ``now``."""
@@ -324,7 +338,8 @@ class HeartbeatWorker(Worker):
         keeps them from polling all at once.
         """
         share = self.interval * max(1, self.bell.members)
-        return self.bell.wait(share * random.uniform(0.5, 1.5))  # noqa: S311 - spreading only
+        spread = random.uniform(0.5, 1.5)  # noqa: S311 - spreading only
+        return self.bell.wait(share * spread, worked_at=self._worked_at)
 
     def work(self) -> None:
         """django-tasks-db's ``Worker.run`` loop, waiting on the doorbell instead of sleeping."""
@@ -343,6 +358,7 @@ class HeartbeatWorker(Worker):
                     # waiting: another idle worker looks at once while this one runs it.
                     self.bell.ring()
                 self.run_task(task_result)
+                self._worked_at = time.monotonic()
 
             if self.batch and retrieved and task_result is None:
                 tasks_logger.info("No more tasks to run for worker_id=%s - exiting gracefully.", self.worker_id)
