@@ -131,13 +131,24 @@ def warm(*, litellm: bool | None = None) -> float:
             litellm = litellm_needed()
         if litellm:
             gateway._litellm()  # 2-4 s: its import, offline, quiet
+            # httpx (litellm's client) loads its transport on its first connection (~70 modules).
+            # The direct path is on aiohttp (imported with ``wire``): it needs none of them.
+            import anyio._backends._asyncio  # noqa: F401
+            import anyio.streams.tls  # noqa: F401
+            import h11  # noqa: F401
+            import httpcore  # noqa: F401
         wire._tls()  # the CA bundle, read once
-        # httpx loads its transport on a client's first connection (~70 modules): now instead.
-        import anyio._backends._asyncio  # noqa: F401
-        import anyio.streams.tls  # noqa: F401
-        import h11  # noqa: F401
-        import httpcore  # noqa: F401
+        import encodings.idna  # noqa: F401 - aiohttp's first request to a host name
+
         from django.core.cache import cache
+
+        # What the engine imports where it first needs it: an approved plan's steps, Plan-and-Act,
+        # plan-execute, structured answers.
+        import agents.engine.bound  # noqa: F401
+        import agents.engine.drafting  # noqa: F401
+        import agents.engine.output_json  # noqa: F401
+        import agents.engine.plan_execute  # noqa: F401
+        import agents.engine.planning  # noqa: F401
 
         try:
             cache.get("warm-up")  # the cache backend (who follows a run's deltas) loads on first use
