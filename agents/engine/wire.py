@@ -128,7 +128,7 @@ class WireGateway:
             async with limit:
                 client = self._client()
                 url = wire_http.endpoint(llm.api_base or OPENAI_BASE)
-                proxy, proxy_auth = client.proxies(url)
+                proxy, proxy_headers = client.proxies(url)
                 try:
                     # Redirects are reported (``_redirected``), not followed: a POST must not turn
                     # into a GET on the way.
@@ -136,14 +136,19 @@ class WireGateway:
                         "POST",
                         url,
                         data=json.dumps(body).encode(),
-                        headers=_headers(llm, secret),
+                        # An https:// call tunnels (the login goes with CONNECT, never to the
+                        # provider); an http:// one is sent to the proxy, its login beside it.
+                        headers=_headers(llm, secret) if proxy_headers is None or url.scheme == "https"
+                        else {**_headers(llm, secret), **proxy_headers},
                         allow_redirects=False,
                         proxy=proxy,
-                        proxy_auth=proxy_auth,
+                        proxy_headers=proxy_headers,
                         timeout=wire_http.timeout(llm.connect_timeout, read),
                     )
                 except aiohttp.ClientError as exc:
                     raise _transport_error(exc, llm, secret) from None
+                except ValueError as exc:  # a header aiohttp refuses to send: a key with a line break
+                    raise LLMError(scrub(f"{llm.model}: the request could not be sent: {exc}", secret)) from None
                 if _log.isEnabledFor(logging.DEBUG):  # what httpx logged; never the headers
                     _log.debug("POST %s: %s %s", url, response.status, response.reason)
                 try:

@@ -10,11 +10,13 @@ from 1.36 to 0.52 ms of CPU streamed (~40 chunks) and from 0.58 to 0.21 ms unstr
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import contextlib
 import functools
 import ssl
 import urllib.request
+import weakref
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -32,23 +34,35 @@ class Proxies:
 
     def __init__(self) -> None:
         self._env = urllib.request.getproxies_environment()
-        self._for: dict[tuple[str, str], tuple[URL | None, aiohttp.BasicAuth | None]] = {}
+        # httpx's reading of NO_PROXY: "*" anywhere in the list bypasses every host, and an IPv6
+        # entry may come in brackets; urllib's bypass check knows neither.
+        names = [name.strip().strip("[]") for name in self._env.get("no", "").split(",")]
+        self._bypass_all = "*" in names
+        if "no" in self._env:
+            self._env["no"] = ",".join(name for name in names if name)
+        self._for: dict[tuple[str, str], tuple[URL | None, dict[str, str] | None]] = {}
 
-    def __call__(self, url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    def __call__(self, url: URL) -> tuple[URL | None, dict[str, str] | None]:
+        """The proxy for ``url`` and the headers it needs (its login), or (None, None)."""
         key = (url.scheme, f"{url.host}:{url.port}")  # NO_PROXY may name a host with its port
         found = self._for.get(key)
         if found is None:
             found = self._for[key] = self._lookup(url)
         return found
 
-    def _lookup(self, url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    def _lookup(self, url: URL) -> tuple[URL | None, dict[str, str] | None]:
         proxy = self._env.get(url.scheme) or self._env.get("all")
         host = f"{url.host}:{url.port}"
-        if not proxy or (url.host and urllib.request.proxy_bypass_environment(host, self._env)):
+        if not proxy or self._bypass_all or (url.host and urllib.request.proxy_bypass_environment(host, self._env)):
             return None, None
         parsed = URL(proxy if "://" in proxy else f"http://{proxy}")
-        # A login in the proxy's URL goes as its own header, not in the URL aiohttp connects to.
-        return parsed.with_user(None), aiohttp.BasicAuth.from_url(parsed)
+        # A login in the proxy's URL goes as its own header, not in the URL aiohttp connects to
+        # (aiohttp 3.14 deprecates ``proxy_auth``). The caller sends it with the request itself
+        # for an http:// URL (aiohttp sends ``proxy_headers`` only with a tunnel's CONNECT).
+        if parsed.user is None:
+            return parsed, None
+        login = aiohttp.encode_basic_auth(parsed.user, parsed.password or "")
+        return parsed.with_user(None), {"Proxy-Authorization": login}
 
 
 class Client:
@@ -61,7 +75,7 @@ class Client:
     dropped with the gateway; its ``finally`` closes the session.
     """
 
-    __slots__ = ("session", "proxies", "_closer")
+    __slots__ = ("session", "proxies", "_closer", "__weakref__")
 
     def __init__(self, tls: ssl.SSLContext | bool, user_agent: str) -> None:
         self.session = session(tls, user_agent)
@@ -69,6 +83,10 @@ class Client:
         self._closer = _close_with_loop(self.session)
         with contextlib.suppress(StopIteration):
             self._closer.asend(None).send(None)  # to its ``yield``: the loop now knows it
+        # Collected in a reference cycle (or by a collection on another thread), the session's
+        # own finalizer would run first and close the loop's sockets from wherever it runs:
+        # this one hands the close to the session's loop instead, before anything is freed.
+        weakref.finalize(self, _close_soon, asyncio.get_running_loop(), self.session)
 
     @property
     def closed(self) -> bool:
@@ -76,6 +94,13 @@ class Client:
 
     async def aclose(self) -> None:
         await self._closer.aclose()
+
+
+def _close_soon(loop: asyncio.AbstractEventLoop, session: aiohttp.ClientSession) -> None:
+    if session.closed or loop.is_closed():
+        return
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+        loop.call_soon_threadsafe(lambda: loop.create_task(session.close()))
 
 
 async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
@@ -89,7 +114,9 @@ def session(tls: ssl.SSLContext | bool, user_agent: str) -> aiohttp.ClientSessio
     """A session for one event loop (made inside it). At most 100 connections, as httpx's
     client; any number to one host."""
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(ssl=tls, limit=100, limit_per_host=0),
+        # Idle connections kept 4 s, under the 5 s after which uvicorn (vLLM) closes them: a POST
+        # on a connection the server just closed fails (aiohttp's default keeps them 15 s).
+        connector=aiohttp.TCPConnector(ssl=tls, limit=100, limit_per_host=0, keepalive_timeout=4),
         headers={"User-Agent": user_agent},
         # A provider's cookies (its load balancer's, say) are sent back; ``unsafe``: also to a
         # server named by its IP address, as httpx did (a local model server at 127.0.0.1).

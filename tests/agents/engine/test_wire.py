@@ -171,3 +171,68 @@ async def test_a_netrc_entry_for_the_providers_host_changes_nothing(
     fake_llm_server.add(Reply.text("fine"))
     assert (await WireGateway().complete(ask(llm_for(fake_llm_server)))).content == "fine"
     assert fake_llm_server.requests[0].authorization == "Bearer fake-key-0123456789abcdef"
+
+
+async def test_a_star_anywhere_in_no_proxy_and_a_bracketed_ipv6_entry_bypass_the_proxy(
+    fake_llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As httpx read NO_PROXY: urllib's check honours only a list that is exactly "*"."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    for no_proxy in ("localhost, *", " * ", "[::1],127.0.0.1"):
+        proxy_env(monkeypatch, HTTP_PROXY=closed, NO_PROXY=no_proxy)
+        fake_llm_server.add(Reply.text("direct"))
+        assert (await WireGateway().complete(ask(llm_for(fake_llm_server)))).content == "direct", no_proxy
+
+
+async def test_a_proxy_login_goes_to_the_proxy_as_its_own_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    seen: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    proxy_env(monkeypatch, HTTP_PROXY=f"http://ann:s3cret@127.0.0.1:{port}")
+    llm = LLMSpec(key="p", model="openai/m", api_base="http://llm.invalid/v1", api_key="sk-proxied-key", max_retries=0)
+    async with server:
+        with pytest.raises(LLMError) as raised:
+            await WireGateway().complete(ask(llm))
+    head = seen[0].decode().lower()
+    assert head.startswith("post http://llm.invalid/v1/chat/completions")  # the whole URL, to the proxy
+    assert "proxy-authorization: basic yw5uonmzy3jlda==" in head  # ann:s3cret
+    assert "s3cret" not in str(raised.value)
+
+
+async def test_a_key_with_a_line_break_fails_the_call_in_words_not_with_a_crash(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    with pytest.raises(LLMError, match="could not be sent") as raised:
+        await WireGateway().complete(ask(llm_for(fake_llm_server, api_key="sk-abc\nInjected: yes")))
+    assert "sk-abc" not in str(raised.value) and fake_llm_server.request_count == 0
+
+
+async def test_a_session_dropped_without_aclose_is_closed_on_its_own_loop(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    """A gateway caught in a reference cycle: its session is closed by the loop, never left to
+    aiohttp's finalizer ("Unclosed connector", sockets closed from the collecting thread)."""
+    import asyncio
+    import gc
+
+    gateway = WireGateway()
+    fake_llm_server.add(Reply.text("once"))
+    await gateway.complete(ask(llm_for(fake_llm_server)))
+    session = next(iter(gateway._clients.values())).session
+    gateway.cycle = gateway  # type: ignore[attr-defined]
+    del gateway
+    gc.collect()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert session.closed
