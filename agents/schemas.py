@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import ConfigDict
+from pydantic import ConfigDict, StringConstraints
 
 from agents.models import LLM, Agent, PlanningConfig, PromptTemplateVersion
 from planner_site.schemas import Id, model_text
@@ -24,6 +24,9 @@ Price = Decimal | None  # a JSON number or a string of one (strict=False on each
 LLMName = model_text(LLM, "name", trim=True)
 LLMModel = model_text(LLM, "model", trim=True)
 LLMApiBase = model_text(LLM, "api_base")
+# A key goes into an HTTP header: surrounding spaces are dropped (as the form does) and a line
+# break or other control character is refused here, with its field, not by the first call.
+LLMApiKey = Annotated[str, StringConstraints(strip_whitespace=True, pattern=r"^[^\x00-\x1f\x7f]*$")]
 AgentName = model_text(Agent, "name", trim=True)
 AgentRole = model_text(Agent, "role")
 AgentGoal = model_text(Agent, "goal")
@@ -113,7 +116,7 @@ class LLMIn(_Body):
     name: LLMName
     model: LLMModel = Field(description="litellm model string, e.g. openai/gpt-4o-mini.")
     api_base: LLMApiBase = Field("", description="For self-hosted or OpenAI-compatible servers.")
-    api_key: str | None = Field(None, description="Write-only; stored encrypted.")
+    api_key: LLMApiKey | None = Field(None, description="Write-only; stored encrypted.")
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="temperature, max_tokens, top_p, seed, max_retries; timeout, connect_timeout, "
@@ -133,7 +136,7 @@ class LLMPatch(_Body):
     name: LLMName = Field(None)
     model: LLMModel = Field(None)
     api_base: LLMApiBase = Field(None)
-    api_key: str | None = Field(
+    api_key: LLMApiKey | None = Field(
         None, description='Omit to keep the stored key; "" (or null) clears it.'
     )
     params: dict[str, Any] = Field(None)

@@ -158,6 +158,16 @@ def test_patch_with_an_empty_api_key_clears_it(client, admin_user, keyed_llm):
     assert raw_key_column(keyed_llm["id"]) == ("", "")
 
 
+def test_a_new_api_key_is_stored_without_surrounding_spaces_and_never_with_a_line_break(
+    client, admin_user, keyed_llm
+):
+    response = client.patch(f"/llms/{keyed_llm['id']}", json={"api_key": "  sk-pasted-key-4321 \n"}, user=admin_user)
+    assert response.status_code == 200
+    assert LLM.objects.get(pk=keyed_llm["id"]).get_api_key() == "sk-pasted-key-4321"
+    assert_invalid(client.patch(f"/llms/{keyed_llm['id']}", json={"api_key": "sk-a\nb"}, user=admin_user), "api_key")
+    assert LLM.objects.get(pk=keyed_llm["id"]).get_api_key() == "sk-pasted-key-4321"
+
+
 def test_patch_with_a_new_api_key_replaces_it(client, admin_user, keyed_llm):
     response = client.patch(
         f"/llms/{keyed_llm['id']}", json={"api_key": "sk-other-key-9876"}, user=admin_user
@@ -200,6 +210,8 @@ def test_making_an_llm_the_default_unsets_the_previous_one(client, admin_user):
         ({"model": "openai/x"}, "name"),
         ({"name": "", "model": "openai/x"}, "name"),
         ({"name": 42, "model": "openai/x"}, "name"),
+        ({"name": "X", "model": "openai/x", "api_key": "sk-abc\nInjected: yes"}, "api_key"),
+        ({"name": "X", "model": "openai/x", "api_key": "sk-abc\rdef"}, "api_key"),
     ],
 )
 def test_an_invalid_llm_is_refused_naming_the_field(client, admin_user, body, field):
