@@ -338,7 +338,14 @@ def _update_task(vendor: str, kind: str, params: list[Any]) -> None:
 
 # Inside a run's own hop (``run_hop``): where its services' events go, to be broadcast on the
 # run's event loop once the hop returns, instead of through a nested ``async_to_sync`` each.
-_handed_back: ContextVar[list[tuple[int, EventPayload]] | None] = ContextVar("handed_back", default=None)
+class _HandedBack(list[tuple[int, EventPayload]]):
+    """The payloads a hop's services committed, for the hop's caller to broadcast; ``closed`` once
+    it has (a hop whose caller was cancelled may still commit: that payload is sent as before)."""
+
+    closed = False
+
+
+_handed_back: ContextVar[_HandedBack | None] = ContextVar("handed_back", default=None)
 
 
 def emit_now(run_id: int, type_: str, data: dict[str, Any] | None = None, **kw: Any) -> RunEvent:
@@ -348,10 +355,14 @@ def emit_now(run_id: int, type_: str, data: dict[str, Any] | None = None, **kw: 
     event = record_event(run_id, type_, data, **kw)
     payload = payload_of(event)
     later = _handed_back.get()
-    if later is not None:
-        transaction.on_commit(lambda: later.append((run_id, payload)))
-    else:
-        transaction.on_commit(lambda: _broadcast_quietly(async_to_sync, run_id, payload))
+
+    def send() -> None:
+        if later is not None and not later.closed:
+            later.append((run_id, payload))
+        else:
+            _broadcast_quietly(async_to_sync, run_id, payload)
+
+    transaction.on_commit(send)
     return event
 
 
@@ -381,13 +392,14 @@ def run_hop(fn: Callable[..., Any]) -> Callable[..., Any]:
         sink = current_sink.get()
         if sink is not None:
             await sink.drain()
-        later: list[tuple[int, EventPayload]] = []
+        later = _HandedBack()
         bound = _handed_back.set(later)  # the hop's thread runs in a copy of this context: the same list
         try:
             return await hop(*args, **kwargs)
         finally:
             _handed_back.reset(bound)
-            for run_id, payload in later:
+            later.closed = True
+            for run_id, payload in list(later):
                 try:
                     await broadcast(run_id, payload)
                 except Exception:  # noqa: BLE001 - the event is stored; a socket reconnect replays it

@@ -319,10 +319,12 @@ async def _execute(run_id: int, token: CancelToken, owner: str) -> None:
     finally:
         if bound is not None:
             current_sink.reset(bound)  # async_to_sync copies the context back to the worker thread
+        if start is not None:
+            # The run's kept-alive connections (agents.engine.wire), first and shielded: a second
+            # cancellation below must not leave the session to the collector.
+            await asyncio.shield(start.ctx.llm.aclose())
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
-        if start is not None:
-            await start.ctx.llm.aclose()  # the run's kept-alive connections (agents.engine.wire)
 
 
 async def _run_crew(start: _Start) -> str:
