@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -66,25 +67,32 @@ def collect() -> float:
     return took
 
 
-def collect_periodically(every: float | None = None) -> Callable[[], None]:
-    """``collect()`` every ``every`` seconds (``COLLECT_SECONDS``) in a daemon thread, skipped
-    while the youngest generation saw no collection (nothing ran); returns what stops it.
+def collect_periodically(every: float | None = None, *, loop: Any = None) -> Callable[[], None]:
+    """``collect()`` every ``every`` seconds (``COLLECT_SECONDS``), skipped while the youngest
+    generation saw no collection (nothing ran); returns what stops it.
 
-    A thread, not a task on an event loop: ``db_worker`` with one thread has no loop of its own.
-    A collection holds the interpreter's lock wherever it runs, so ``serve``'s loop waits on it
-    the same either way.
+    A daemon thread keeps the time: ``db_worker`` with one thread has no loop of its own. With
+    ``loop`` (``serve``: Daphne's), the collection itself runs on that loop, so the finalizers of
+    its objects (sockets, transports, sessions) run on the thread that owns them.
     """
     stopped = threading.Event()
     seconds = COLLECT_SECONDS if every is None else every
 
-    def loop() -> None:
+    def collect_there() -> None:
+        if loop is None:
+            collect()
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed: the process is stopping
+            loop.call_soon_threadsafe(collect)
+
+    def ticking() -> None:
         seen = -1
         while not stopped.wait(seconds):
             if gc.get_stats()[0]["collections"] != seen:
-                collect()
+                collect_there()
                 seen = gc.get_stats()[0]["collections"]
 
-    threading.Thread(target=loop, name="collector", daemon=True).start()
+    threading.Thread(target=ticking, name="collector", daemon=True).start()
     return stopped.set
 
 

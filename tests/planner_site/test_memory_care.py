@@ -167,3 +167,26 @@ def test_a_worker_waits_ranked_by_the_task_it_finished_last() -> None:
         worker.stop()
         thread.join(timeout=10)
     assert bell.ranks[0] == 0.0 and bell.ranks[-1] >= before
+
+
+def test_with_a_loop_the_collection_runs_on_the_loops_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve's loop owns the sockets and sessions whose finalizers a collection runs."""
+    import asyncio
+    import threading
+
+    threads: list[int] = []
+    monkeypatch.setattr(warmup, "collect", lambda: threads.append(threading.get_ident()) or 0.0)
+
+    async def serve_a_moment() -> int:
+        stop = warmup.collect_periodically(0.02, loop=asyncio.get_running_loop())
+        try:
+            for _ in range(250):
+                if threads:
+                    break
+                await asyncio.sleep(0.02)
+        finally:
+            stop()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(serve_a_moment())
+    assert threads and set(threads) == {loop_thread}

@@ -87,7 +87,8 @@ class Command(BaseCommand):
                 run = sync_to_async(worker.run, thread_sensitive=False, executor=pool)
                 futures.append(asyncio.ensure_future(run()))
             asyncio.ensure_future(ready_once_beating(url))
-            collecting.append(collect_periodically())  # runs' cyclic garbage, freed while it is small
+            # Runs' cyclic garbage, freed while it is small, on this loop (its sockets' finalizers).
+            collecting.append(collect_periodically(loop=asyncio.get_event_loop()))
 
         async def ready_once_beating(url: str) -> None:
             """"Ready" once the workers' first heartbeat is stored, so health then says "ok"."""
