@@ -21,8 +21,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from agents.engine.capabilities import JSON_OBJECT, JSON_SCHEMA, STREAM, TOOLS
 from agents.engine.failures import OTHER, TIMEOUT
 from agents.engine.llm import FormUnsupportedError, Gateway, LLMError, LLMRequest, RetryableLLMError
@@ -212,6 +210,8 @@ async def server_context_window(spec: LLMSpec) -> tuple[int, str] | None:
     root = base.removesuffix("/v1")
     name = spec.model.split("/", 1)[1] if "/" in spec.model else spec.model
     headers = {"Authorization": f"Bearer {spec.api_key.get_secret_value()}"} if spec.api_key else {}
+
+    import httpx  # here: a server that never tests a connection need not load it (~10 MiB, #20)
 
     async with httpx.AsyncClient(timeout=SERVER_INFO_SECONDS, headers=headers) as client:
 

@@ -63,7 +63,8 @@ for name, who, url in requests:
     response = who.get(url)
     results.append({"name": name, "status": response.status_code, "litellm": "litellm" in sys.modules})
 tools = json.loads(client.get(reverse("api:tool_list")).content)
-print(json.dumps({"results": results, "tools": tools, "litellm": "litellm" in sys.modules}))
+print(json.dumps({"results": results, "tools": tools, "litellm": "litellm" in sys.modules,
+                  "httpx": "httpx" in sys.modules}))
 """
 
 
@@ -91,5 +92,8 @@ def test_pages_and_api_answer_without_importing_litellm(tmp_path: Path) -> None:
     first_importer = next((r["name"] for r in result["results"] if r["litellm"]), None)
     assert first_importer is None, f"{first_importer} imported litellm"
     assert result["litellm"] is False
+    # Nor httpx (litellm's client, the HTTP tool's and Test connection's): the direct LLM path is
+    # on aiohttp, and a server that never uses them need not hold them (#20).
+    assert result["httpx"] is False
     # The tool catalogue comes from the engine, not from litellm, and is not empty.
     assert "calculator" in {tool["name"] for tool in result["tools"]["items"]}
