@@ -15,9 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from runs_server import Api, LiveServer, cpu_seconds, follow, kickoff
+from runs_server import Api, LiveServer, api_poster, cpu_seconds, follow, kickoff
 
 
 @dataclass
@@ -67,16 +66,7 @@ class App:
 async def _setup(api: Api, llm_base: str) -> int:
     """The LLM (tools supported: the planner answers with its tool call), an agent, a planned crew
     of two tasks, as W1: all through the public API."""
-    import httpx
-
-    async with httpx.AsyncClient(base_url=api.base, headers=api.headers, timeout=30) as client:
-
-        async def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-            response = await client.post(path, json=body)
-            if response.status_code not in (200, 201):
-                raise RuntimeError(f"POST {path} answered {response.status_code}: {response.text}")
-            return response.json()
-
+    async with api_poster(api) as post:
         llm = await post("/api/llms", {"name": "Peer", "model": "openai/fake-model", "api_base": llm_base,
                                        "api_key": "sk-peer", "supports_tools": True})  # fmt: skip
         agents = [

@@ -5,12 +5,14 @@ the clients that drive it: set-up through the public API, kickoffs, websockets t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -150,10 +152,10 @@ class Api:
         return f"ws://127.0.0.1:{self.base.rsplit(':', 1)[1]}/ws/api/runs/{run_id}/?after={after}"
 
 
-async def api_setup(
-    api: Api, slow_base: str, gated_base: str, latency_tasks: int
-) -> dict[str, int]:
-    """LLMs, an agent per LLM and the two crews, all through the public API."""
+@contextlib.asynccontextmanager
+async def api_poster(api: Api) -> AsyncIterator[Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]]:
+    """``post(path, body)``: JSON to the API with the bench's token; any answer but 200 or 201
+    stops the bench with what the server said."""
     import httpx
 
     async with httpx.AsyncClient(base_url=api.base, headers=api.headers, timeout=30) as client:
@@ -164,6 +166,14 @@ async def api_setup(
                 raise RuntimeError(f"POST {path} answered {response.status_code}: {response.text}")
             return response.json()
 
+        yield post
+
+
+async def api_setup(
+    api: Api, slow_base: str, gated_base: str, latency_tasks: int
+) -> dict[str, int]:
+    """LLMs, an agent per LLM and the two crews, all through the public API."""
+    async with api_poster(api) as post:
         ids: dict[str, int] = {}
         for key, model, api_base, tasks in (
             ("slow", "openai/bench", slow_base, 2),

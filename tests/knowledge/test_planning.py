@@ -8,9 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from ninja.testing import TestClient
 
-from planner_site.api import api
 from tests.fakes.openai_server import FakeLLMServer, RecordedRequest, Reply
 from tests.knowledge.files import pdf_with_text
 from tests.knowledge.helpers import FACT, answers, fake_llm, island_crew, kickoff, paste, upload
@@ -24,11 +22,6 @@ def plans_or_answers(request: RecordedRequest) -> Reply:
         plan = {"plans": [{"task_number": n, "steps": ["Read the sources", "Answer"]} for n in (1, 2)]}
         return Reply.text(json.dumps(plan))
     return answers(request)
-
-
-@pytest.fixture
-def client() -> TestClient:
-    return TestClient(api)
 
 
 @pytest.fixture

@@ -6,11 +6,9 @@ from typing import Any
 
 import pytest
 from django.urls import reverse
-from ninja.testing import TestClient
 
 from crews import people
 from knowledge.models import Memory
-from planner_site.api import api
 from tests.conftest import signed_in
 from tests.fakes.openai_server import FakeLLMServer
 from tests.knowledge.files import pdf_with_text
@@ -28,11 +26,6 @@ from tests.knowledge.helpers import (
 
 KEEPER = "Who is the lighthouse keeper of Ilha Verde?"
 HARBOUR = "Describe the lighthouse of Ilha Verde for visitors."
-
-
-@pytest.fixture
-def client() -> TestClient:
-    return TestClient(api)
 
 
 @pytest.fixture

@@ -5,21 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ninja.testing import TestClient
 
 from agents.models import Agent
 from crews.models import Crew
 from knowledge.chunking import split_text
 from knowledge.models import KnowledgeChunk, KnowledgeSource
 from knowledge.selectors import knowledge_search
-from planner_site.api import api
 from tests.knowledge.files import BROKEN_PDF, NOT_UTF8, csv_of, pdf_with_text
 from tests.knowledge.helpers import FACT, paste, upload
-
-
-@pytest.fixture
-def client() -> TestClient:
-    return TestClient(api)
 
 
 @pytest.fixture
