@@ -416,6 +416,10 @@ async def _read_events(
                 limit.reschedule(total_at)
             if on_delta is not None and text:
                 await on_delta(text)
+    if state.first and not done and state.finish is None:
+        # The body ended (the server closed the connection) with neither ``[DONE]`` nor a finish
+        # reason: a cut-off answer, not a short one. Asked again rather than kept as the answer.
+        raise RetryableLLMError(f"{llm.model}: the stream ended before the answer did")
     if not state.first and state.usage is None:
         if not state.events:
             # Nothing an event stream would hold (HTML from a proxy, plain text): as litellm

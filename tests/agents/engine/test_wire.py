@@ -236,3 +236,33 @@ async def test_a_session_dropped_without_aclose_is_closed_on_its_own_loop(
     for _ in range(5):
         await asyncio.sleep(0)
     assert session.closed
+
+
+async def test_a_stream_cut_off_without_done_or_a_finish_reason_is_asked_again_not_kept() -> None:
+    """A server that closes the connection mid-answer (Connection: close, no length): the part
+    received is not the answer."""
+    import asyncio
+    import json as json_lib
+
+    chunk = {"choices": [{"index": 0, "delta": {"content": "Half an ans"}}]}
+    ending = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = f"data: {json_lib.dumps(chunk)}\n\n"
+        if served:  # the second time, the whole answer: a finish reason, no [DONE] (still whole)
+            body += f"data: {json_lib.dumps(ending)}\n\n"
+        served.append(1)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body.encode())
+        await writer.drain()
+        writer.close()
+
+    served: list[int] = []
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    llm = LLMSpec(key="c", model="openai/m", api_base=base, api_key="sk-cut-key", max_retries=0)
+    async with server:
+        with pytest.raises(RetryableLLMError, match="ended before the answer did"):
+            await WireGateway().complete(ask(llm, stream=True))
+        whole = await WireGateway().complete(ask(llm, stream=True))
+    assert whole.content == "Half an ans" and whole.finish_reason == "stop"
