@@ -7,7 +7,7 @@ dropped afterwards, with its own channel-layer prefix). Nothing leaves loopback.
 measures (c) on two servers in turns, one with a hand-made piece switched off (bench/without.py).
 bench/README.md ("Runs") says what the figures mean and keeps the last ones measured.
 
-(a) Events per second: ``crews.bridge.RunEventSink.emit`` (``record_event`` — the gapless seq under
+(a) Events per second: ``crews.sink.RunEventSink.emit`` (``record_event`` — the gapless seq under
     the run row's lock, the roll-ups — then the channel-layer broadcast, drained by one listener
     per run) for N events on one run, and on 4 runs at once. The harness is the one ``serve`` uses:
     the event loop in the main thread, one worker thread per run calling ``async_to_sync``. The

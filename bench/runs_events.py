@@ -96,9 +96,10 @@ def _measure_events(events: int, runs: int) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
     from agents.engine.events import Event
-    from crews.bridge import RunEventSink, record_event
+    from crews.bridge import record_event
     from crews.models import Crew, Run, RunTask
     from crews.realtime import run_group
+    from crews.sink import RunEventSink
 
     user = get_user_model().objects.create_user("bench", password="bench-Password-1")
     crew = Crew.objects.create(owner=user, name="Events bench")

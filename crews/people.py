@@ -13,9 +13,9 @@ from asgiref.sync import sync_to_async
 from agents.engine.runtime import ApprovalDecision, Cancelled, CancelToken, PlanRevision
 from agents.engine.specs import ApprovedStep
 from crews import plans, runs
-from crews.bridge import run_hop
 from crews.models import FeedbackRequest, Plan, ToolApproval
 from crews.plans import approved_step_id
+from crews.sink import run_hop
 
 POLL_SECONDS = 0.25  # how often a waiting run looks for a person's answer or a stop request
 

@@ -39,13 +39,14 @@ from agents.selectors import llm_default, prompt_book
 from agents.services import llm_capabilities_memo
 from agents.tools import registry
 from crews import plans, queue, realtime, runs
-from crews.bridge import RunEventSink, crew_snapshot, crew_spec, current_sink, run_hop
+from crews.bridge import crew_snapshot, crew_spec
 from crews.engine.interpolate import MissingInput
 from crews.engine.kickoff import run_crew
 from crews.engine.planner import CrewPlanError, draft_crew_plan
 from crews.engine.specs import CrewSpec
 from crews.models import RUN_WORKING, Crew, Plan, Run, RunEvent, RunTask
 from crews.people import DatabaseHuman
+from crews.sink import RunEventSink, current_sink, run_hop
 from knowledge.retrieval import run_knowledge
 from planner_site.prepared import STAND_IN_ID, Prepared
 from planner_site.worker import default_worker_id, on_worker_stop, worker_stopping

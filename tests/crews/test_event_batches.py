@@ -17,8 +17,9 @@ from agents.engine.events import Event
 from agents.engine.llm import LLMResponse
 from agents.models import LLM
 from crews import bridge, runner, runs
-from crews.bridge import RunEventSink
+from crews import sink as sink_module
 from crews.models import Run, RunEvent
+from crews.sink import RunEventSink
 from tests.crews.run_helpers import make_crew, scripted
 
 PLAN = '{"plans": [{"task_number": 1, "steps": ["Look it up"]}, {"task_number": 2, "steps": ["Sum up"]}]}'
@@ -163,7 +164,7 @@ async def test_a_streamed_delta_is_sent_before_an_event_emitted_after_it(builder
     async def fake_broadcast(run_id: int, payload: Any) -> None:
         sent.append(payload["type"])
 
-    monkeypatch.setattr(bridge, "broadcast", fake_broadcast)
+    monkeypatch.setattr(sink_module, "broadcast", fake_broadcast)
     gate = threading.Event()
     busy = asyncio.ensure_future(sync_to_async(gate.wait)())  # the run's database thread is busy a moment
     await asyncio.sleep(0.05)
