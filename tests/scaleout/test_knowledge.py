@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.db import connection
 
+from tests.knowledge.conftest import client, fresh_vector_cache  # noqa: F401 - the knowledge tests' fixtures
 from tests.knowledge.test_runs import (  # noqa: F401 - collected here as on SQLite
-    client,
     server,
     test_a_deleted_memory_is_never_sent_again,
     test_a_task_gets_the_fact_only_its_agents_source_holds_and_the_other_agent_does_not,
