@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agents.engine.llm import ScriptedGateway
+from agents.engine.llm import LLMResponse, ScriptedGateway
 from agents.models import LLM, Agent
 from crews.models import Crew, Run, RunEvent, Task
 from tests.fakes.openai_server import FakeLLMServer, RecordedRequest, Reply
@@ -119,6 +119,27 @@ def scripted(monkeypatch: Any, script: Sequence[Any] = (), *, default: Any = Non
     gateway = ScriptedGateway(script, default=default)
     monkeypatch.setattr(runner, "RoutingGateway", lambda **_: gateway)
     return gateway
+
+
+TWO_TASK_PLAN = '{"plans": [{"task_number": 1, "steps": ["Look it up"]}, {"task_number": 2, "steps": ["Sum up"]}]}'
+
+
+def planned_run(owner: Any, monkeypatch: Any, *, before_reply: Callable[[Any], None] | None = None) -> Run:
+    """A planned 2-task crew's run, kicked off, not executed: the scripted LLM drafts one step per
+    task (as JSON text: no tool support) and answers each; ``before_reply(request)`` runs first."""
+    crew = make_crew(owner, planning=True)
+    replies = iter([TWO_TASK_PLAN, "Final Answer: found", "Final Answer: summed"])
+
+    def reply(request: Any) -> LLMResponse:
+        if before_reply is not None:
+            before_reply(request)
+        return LLMResponse(content=next(replies))
+
+    scripted(monkeypatch, default=reply)
+    LLM.objects.filter(is_default=True).update(supports_tools=False)
+    from crews import runs
+
+    return runs.run_kickoff(actor=owner, crew=crew, inputs={"topic": "tides"}, enqueue=False)
 
 
 def plan_in_prompt(request: Any) -> list[str]:

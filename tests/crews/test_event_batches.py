@@ -15,14 +15,11 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.engine.events import Event
 from agents.engine.llm import LLMResponse
-from agents.models import LLM
 from crews import bridge, runner, runs
 from crews import sink as sink_module
 from crews.models import Run, RunEvent
 from crews.sink import RunEventSink
-from tests.crews.run_helpers import make_crew, scripted
-
-PLAN = '{"plans": [{"task_number": 1, "steps": ["Look it up"]}, {"task_number": 2, "steps": ["Sum up"]}]}'
+from tests.crews.run_helpers import make_crew, planned_run, scripted
 
 
 def _event_inserts_per_transaction(queries: CaptureQueriesContext) -> list[int]:
@@ -43,21 +40,16 @@ def _event_inserts_per_transaction(queries: CaptureQueriesContext) -> list[int]:
 def test_a_planned_run_stores_back_to_back_events_together_in_the_order_they_happened(
     builder: Any, monkeypatch: Any
 ) -> None:
-    crew = make_crew(builder, planning=True)
     seen_before_call: list[list[str]] = []
 
-    def reply(request: Any) -> LLMResponse:
+    def look(request: Any) -> None:
         # What the database holds when each LLM call goes out: everything emitted before it.
         done = threading.Thread(target=lambda: seen_before_call.append(
             list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))))
         done.start()
         done.join()
-        return LLMResponse(content=next(replies))
 
-    replies = iter([PLAN, "Final Answer: found", "Final Answer: summed"])
-    scripted(monkeypatch, default=reply)
-    LLM.objects.filter(is_default=True).update(supports_tools=False)  # the plan comes as JSON text
-    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    run = planned_run(builder, monkeypatch, before_reply=look)
 
     with CaptureQueriesContext(connection) as queries:
         runner.execute(run.pk)
@@ -119,11 +111,7 @@ def test_every_event_of_a_run_reaches_its_group_once_in_seq_order(builder: Any, 
 
     from crews import realtime
 
-    crew = make_crew(builder, planning=True)
-    replies = iter([PLAN, "Final Answer: found", "Final Answer: summed"])
-    scripted(monkeypatch, default=lambda request: LLMResponse(content=next(replies)))
-    LLM.objects.filter(is_default=True).update(supports_tools=False)
-    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    run = planned_run(builder, monkeypatch)
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(realtime.run_group(run.pk), channel)

@@ -8,13 +8,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.engine.llm import LLMResponse
 from agents.engine.runtime import CancelToken
-from agents.models import LLM
 from crews import runner, runs
 from crews.bridge import RunNotWorking, record_event
 from crews.models import Plan, Run, RunEvent, RunTask
-from tests.crews.run_helpers import make_crew, scripted
+from tests.crews.run_helpers import make_crew, planned_run
 
 
 @pytest.mark.django_db(transaction=True)
@@ -89,12 +87,7 @@ def test_a_run_stores_and_follows_its_own_draft_reading_the_tasks_once_and_the_s
     """Every planned run stores its draft, approves it and reads its steps back: the crew's tasks
     are read once (the version keeps them and they say which ids are valid), the steps in one
     query without the version row, and the run's author is not loaded to name the plan's."""
-    crew = make_crew(builder, planning=True)
-    plan = '{"plans": [{"task_number": 1, "steps": ["Look it up"]}, {"task_number": 2, "steps": ["Sum up"]}]}'
-    replies = iter([plan, "Final Answer: found", "Final Answer: summed"])
-    scripted(monkeypatch, default=lambda request: LLMResponse(content=next(replies)))
-    LLM.objects.filter(is_default=True).update(supports_tools=False)  # the plan comes as JSON text
-    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    run = planned_run(builder, monkeypatch)
 
     with CaptureQueriesContext(connection) as queries:
         runner.execute(run.pk)

@@ -20,6 +20,7 @@ from crews.tasks import execute_run
 from planner_site import warmup
 from planner_site.management.commands import db_worker
 from planner_site.worker import Doorbell
+from tests.planner_site.test_worker import idle_worker
 
 
 class _Libc:
@@ -143,13 +144,8 @@ class _RecordingBell(Doorbell):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_waits_ranked_by_the_task_it_finished_last() -> None:
-    from planner_site.worker import HeartbeatWorker
-
     bell = _RecordingBell()
-    worker = HeartbeatWorker(
-        bell=bell, queue_names=["*"], interval=30.0, batch=False, backend_name="default",
-        startup_delay=False, max_tasks=None, worker_id="ranked-worker", excluded_queue_names=[],
-    )
+    worker = idle_worker(bell, "ranked-worker")
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:

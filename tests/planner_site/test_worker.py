@@ -75,13 +75,18 @@ def test_the_number_of_workers_comes_from_the_setting(settings: Any, monkeypatch
     assert configured_workers() == 3
 
 
+def idle_worker(bell: Doorbell, worker_id: str) -> HeartbeatWorker:
+    """A worker as ``serve`` starts one: every queue, a 30 s poll (so only a ring wakes it soon)."""
+    return HeartbeatWorker(
+        bell=bell, queue_names=["*"], interval=30.0, batch=False, backend_name="default",
+        startup_delay=False, max_tasks=None, worker_id=worker_id, excluded_queue_names=[],
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_an_idle_worker_runs_a_task_enqueued_in_its_process_at_once_and_stops_at_once() -> None:
     bell = Doorbell()
-    worker = HeartbeatWorker(
-        bell=bell, queue_names=["*"], interval=30.0, batch=False, backend_name="default",
-        startup_delay=False, max_tasks=None, worker_id="test-worker", excluded_queue_names=[],
-    )
+    worker = idle_worker(bell, "test-worker")
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:

@@ -133,6 +133,13 @@ def test_malformed_tool_calls_and_other_choices_are_handled() -> None:
         state.chunk({"choices": [{"index": 0, "delta": {"tool_calls": "calc"}}]})
 
 
+def closed_address() -> str:
+    """An http:// address on this host where nothing listens (a proxy that is down)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
 def proxy_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
@@ -144,9 +151,7 @@ def proxy_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
 async def test_the_proxy_the_environment_names_is_used_unless_no_proxy_says_otherwise(
     fake_llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    closed = closed_address()
     proxy_env(monkeypatch, HTTP_PROXY=closed)
     with pytest.raises(RetryableLLMError) as raised:
         await WireGateway().complete(ask(llm_for(fake_llm_server)))
@@ -177,9 +182,7 @@ async def test_a_star_anywhere_in_no_proxy_and_a_bracketed_ipv6_entry_bypass_the
     fake_llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As httpx read NO_PROXY: urllib's check honours only a list that is exactly "*"."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    closed = closed_address()
     for no_proxy in ("localhost, *", " * ", "[::1],127.0.0.1"):
         proxy_env(monkeypatch, HTTP_PROXY=closed, NO_PROXY=no_proxy)
         fake_llm_server.add(Reply.text("direct"))
