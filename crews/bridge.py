@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from contextvars import ContextVar
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import F, Prefetch, prefetch_related_objects
+from django.db.models import F, Model, Prefetch, prefetch_related_objects
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
 
@@ -142,10 +143,10 @@ def _take_seq_sql(vendor: str, usage: bool, returning: bool, working_only: bool 
     """The UPDATE behind ``_take_seq`` (built once per database kind and event kind)."""
     quote = connection.ops.quote_name
     column = {f.name: quote(f.column) for f in Run._meta.concrete_fields}
-    sets = [f"{column['last_seq']} = {column['last_seq']} + 1"]
+    sets = [f"{column['last_seq']} = {column['last_seq']} + %s"]
     if usage:
-        sets += [f"{column[name]} = {column[name]} + %s" for name in ("prompt_tokens", "completion_tokens", "cost_usd")]
-        sets.append(f"{column['llm_calls']} = {column['llm_calls']} + 1")
+        sets += [f"{column[name]} = {column[name]} + %s"
+                 for name in ("prompt_tokens", "completion_tokens", "cost_usd", "llm_calls")]
     sql = f"UPDATE {quote(Run._meta.db_table)} SET {', '.join(sets)} WHERE {column['id']} = %s"
     if working_only:
         # The engine's events only while the run works (RUN_WORKING): nothing follows its end.
@@ -157,8 +158,9 @@ def _take_seq_sql(vendor: str, usage: bool, returning: bool, working_only: bool 
 
 
 def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None, *, working_only: bool = False,
-              owner: str | None = None) -> int:
-    """Add one to the run's ``last_seq`` (and an LLM call's usage to its totals); the new seq.
+              owner: str | None = None, count: int = 1, calls: int = 1) -> int:
+    """Add ``count`` to the run's ``last_seq`` (and ``calls`` LLM calls' summed usage to its
+    totals); the new ``last_seq``, the last of the ``count`` numbers taken.
 
     The UPDATE takes the run row's write lock until the caller's transaction ends, so the web
     process (run.cancelling) and the worker never hand out the same number. With RETURNING
@@ -170,7 +172,7 @@ def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None, *, working_on
     owned = working_only and owner is not None
     sql = _take_seq_sql(connection.vendor, usage is not None, returning, working_only, owned)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*(usage or ()), run_id, *([owner] if owned else [])])
+        cursor.execute(sql, [count, *((*usage, calls) if usage else ()), run_id, *([owner] if owned else [])])
         row = cursor.fetchone() if returning else None
         updated = cursor.rowcount
     if working_only and updated == 0 and Run.objects.filter(pk=run_id).exists():
@@ -211,6 +213,44 @@ def _insert_event(event: RunEvent) -> None:
     event._state.db = connection.alias
 
 
+def _meaning(run_id: int, type_: str, data: dict[str, Any] | None, task_id: int | None,
+             ) -> tuple[dict[str, Any], tuple[int, int, Decimal] | None]:
+    """An event's data as stored, and the usage it adds to the run's totals (an LLM call's)."""
+    data = data or {}
+    if type_ == "crew_plan.deviated":
+        # API.md's fields. The engine knows no plan rows: an agent's own change (adapt) departs
+        # from the version the run follows; a person's (ask) names its versions itself.
+        if "plan_id" not in data:
+            plan_id, version = Run.objects.values_list("plan_id", "plan_version").get(pk=run_id)
+            data = {**data, "plan_id": plan_id, "version": version, "from_version": version}
+        data = {**data, "task_id": task_id}
+    if type_ == "llm.completed":
+        return data, (int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0),
+                      Decimal(str(data.get("cost_usd") or 0)))
+    return data, None
+
+
+def _llm_call_row(run_id: int, seq: int, data: dict[str, Any], llm_call: dict[str, Any]) -> RunLLMCall:
+    return RunLLMCall(run_id=run_id, seq=seq, purpose=str(data.get("purpose") or "")[:50],
+                      model=str(data.get("model") or "")[:200], **llm_call)
+
+
+def _roll_up(run_id: int, type_: str, data: dict[str, Any], task_id: int | None,
+             usage: tuple[int, int, Decimal] | None) -> None:
+    """What an event means to its task's row: an LLM call's usage, or the task's new status."""
+    if task_id is None:
+        return
+    if usage is not None:
+        _update_task(connection.vendor, "usage", [*usage, 1, run_id, task_id])  # 1: one more LLM call
+    elif type_ in _TASK_STATUS:
+        texts = [data.get(name, "") for name in _TASK_TEXTS[type_]]
+        if type_ == "task.started":
+            texts = ["", "", None]  # output, error, output_json
+        _update_task(connection.vendor, type_, [_TASK_STATUS[type_], *texts, run_id, task_id])
+        if "output_json" in data:  # only a task with an output schema: no extra query otherwise
+            RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(output_json=data["output_json"])
+
+
 def _record(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
                  task_id: int | None = None, step_id: str | None = None, working_only: bool = False,
                  owner: str | None = None, llm_call: dict[str, Any] | None = None) -> RunEvent:
@@ -223,38 +263,54 @@ def _record(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
     ``llm.completed`` or ``llm.failed``: what the call sent and got back, already scrubbed) is
     stored beside the event, under the same seq, in the same transaction.
     """
-    data = data or {}
-    usage = None
-    if type_ == "crew_plan.deviated":
-        # API.md's fields. The engine knows no plan rows: an agent's own change (adapt) departs
-        # from the version the run follows; a person's (ask) names its versions itself.
-        if "plan_id" not in data:
-            plan_id, version = Run.objects.values_list("plan_id", "plan_version").get(pk=run_id)
-            data = {**data, "plan_id": plan_id, "version": version, "from_version": version}
-        data = {**data, "task_id": task_id}
-    if type_ == "llm.completed":
-        usage = (int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0),
-                 Decimal(str(data.get("cost_usd") or 0)))
+    data, usage = _meaning(run_id, type_, data, task_id)
     seq = _take_seq(run_id, usage, working_only=working_only, owner=owner)
     event = RunEvent(
         run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
     )
     _insert_event(event)
     if llm_call is not None:
-        _insert_llm_call(RunLLMCall(run_id=run_id, seq=seq, purpose=str(data.get("purpose") or "")[:50],
-                                    model=str(data.get("model") or "")[:200], **llm_call))
-    if task_id is None:
-        return event
-    if usage is not None:
-        _update_task(connection.vendor, "usage", [*usage, 1, run_id, task_id])  # 1: one more LLM call
-    elif type_ in _TASK_STATUS:
-        texts = [data.get(name, "") for name in _TASK_TEXTS[type_]]
-        if type_ == "task.started":
-            texts = ["", "", None]  # output, error, output_json
-        _update_task(connection.vendor, type_, [_TASK_STATUS[type_], *texts, run_id, task_id])
-        if "output_json" in data:  # only a task with an output schema: no extra query otherwise
-            RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(output_json=data["output_json"])
+        _insert_rows(RunLLMCall, _LLM_CALL_FIELDS, [_llm_call_row(run_id, seq, data, llm_call)])
+    _roll_up(run_id, type_, data, task_id, usage)
     return event
+
+
+class NewEvent(NamedTuple):
+    """An event for ``record_batch``: ``_record``'s arguments."""
+
+    type: str
+    data: dict[str, Any] | None
+    task_id: int | None = None
+    step_id: str | None = None
+    llm_call: dict[str, Any] | None = None
+
+
+def record_batch(run_id: int, events: Sequence[NewEvent], *, working_only: bool = False,
+                 owner: str | None = None) -> list[RunEvent]:
+    """``_record`` for events stored together, in the caller's transaction (the engine's, in
+    ``crews.sink.RunEventSink`` batches): their seqs and summed usage in one UPDATE, their rows
+    in one statement per table, where ``_record`` sends two statements an event (#20). The
+    roll-ups then apply in emit order, as ``_record``'s would. Stores nothing, as ``_record``,
+    once the run is no longer working (``RunNotWorking``)."""
+    meanings = [_meaning(run_id, e.type, e.data, e.task_id) for e in events]
+    usages = [usage for _, usage in meanings if usage is not None]
+    total = None
+    if usages:
+        total = (sum(u[0] for u in usages), sum(u[1] for u in usages), sum((u[2] for u in usages), Decimal(0)))
+    last = _take_seq(run_id, total, working_only=working_only, owner=owner, count=len(events), calls=len(usages))
+    rows = [
+        RunEvent(run_id=run_id, seq=last - len(events) + n, type=e.type, task_id=e.task_id,
+                 step_id=e.step_id or "", data=data, at=timezone.now())
+        for n, (e, (data, _)) in enumerate(zip(events, meanings, strict=True), start=1)
+    ]
+    _insert_rows(RunEvent, _EVENT_FIELDS, rows)
+    _insert_rows(RunLLMCall, _LLM_CALL_FIELDS, [
+        _llm_call_row(run_id, row.seq, row.data, e.llm_call) for e, row in zip(events, rows, strict=True)
+        if e.llm_call is not None
+    ])
+    for e, (data, usage) in zip(events, meanings, strict=True):
+        _roll_up(run_id, e.type, data, e.task_id, usage)
+    return rows
 
 
 def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, **kw: Any) -> RunEvent:
@@ -267,21 +323,23 @@ _LLM_CALL_FIELDS = ("run", "seq", "purpose", "model", "messages", "tools", "resp
 
 
 @functools.cache
-def _insert_llm_call_sql(vendor: str) -> str:
-    """The INSERT behind ``_insert_llm_call`` (built once per database kind)."""
+def _insert_rows_sql(vendor: str, model: type[Model], fields: tuple[str, ...]) -> str:
+    """The INSERT behind ``_insert_rows`` (built once per database kind, table and columns)."""
     quote = connection.ops.quote_name
-    meta = RunLLMCall._meta
-    columns = ", ".join(quote(meta.get_field(name).column) for name in _LLM_CALL_FIELDS)
-    return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(_LLM_CALL_FIELDS))})"
+    meta = model._meta
+    columns = ", ".join(quote(meta.get_field(name).column) for name in fields)
+    return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
 
 
-def _insert_llm_call(row: RunLLMCall) -> None:
-    """``row.save()`` in one prepared statement, as ``_insert_event`` (nobody reads its pk here)."""
-    meta = RunLLMCall._meta
-    params = [meta.get_field(name).get_db_prep_save(getattr(row, meta.get_field(name).attname), connection)
-              for name in _LLM_CALL_FIELDS]
+def _insert_rows(model: type[Model], fields: tuple[str, ...], rows: Sequence[Model]) -> None:
+    """New rows whose pk nobody reads here, in one prepared statement for them all, as
+    ``_insert_event`` prepares its values."""
+    if not rows:
+        return
+    prepared = [model._meta.get_field(name) for name in fields]
+    params = [[field.get_db_prep_save(getattr(row, field.attname), connection) for field in prepared] for row in rows]
     with connection.cursor() as cursor:
-        cursor.execute(_insert_llm_call_sql(connection.vendor), params)
+        cursor.executemany(_insert_rows_sql(connection.vendor, model, fields), params)
 
 
 # The text fields each task event writes besides the status (task.started clears both).

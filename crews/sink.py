@@ -20,8 +20,15 @@ from django.db import transaction
 from agents.engine.events import Event
 from agents.engine.runtime import Cancelled
 from agents.engine.transcript import kept_call
-from crews.bridge import RunNotWorking, _handed_back, _HandedBack, _record, _task_id, payload_of
-from crews.models import RunEvent
+from crews.bridge import (
+    NewEvent,
+    RunNotWorking,
+    _handed_back,
+    _HandedBack,
+    _task_id,
+    payload_of,
+    record_batch,
+)
 from crews.realtime import EventPayload, broadcast
 
 logger = logging.getLogger(__name__)
@@ -171,14 +178,14 @@ class RunEventSink:
         with self._mutex:
             if self._open is batch:
                 self._open = None
+        new = [self._new_event(event, task_id) for event, task_id in batch]
         with transaction.atomic():
-            return [payload_of(self._store_one(event, task_id)) for event, task_id in batch]
+            return [payload_of(row) for row in record_batch(self.run_id, new, working_only=True, owner=self.owner)]
 
-    def _store_one(self, event: Event, task_id: int | None) -> RunEvent:
+    def _new_event(self, event: Event, task_id: int | None) -> NewEvent:
         kept = None
         if event.call is not None:  # what the LLM call sent and got back, scrubbed first
             if event.call.api_key is not None:
                 self._llm_keys.add(event.call.api_key.get_secret_value())
             kept = kept_call(event.call, secrets=self._llm_keys)
-        return _record(self.run_id, event.type, event.data, task_id=task_id, step_id=event.step_id,
-                       working_only=True, owner=self.owner, llm_call=kept)
+        return NewEvent(event.type, event.data, task_id, event.step_id, kept)

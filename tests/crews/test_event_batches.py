@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from agents.engine.events import Event
@@ -24,16 +24,27 @@ from tests.crews.run_helpers import make_crew, planned_run, scripted
 
 def _event_inserts_per_transaction(queries: CaptureQueriesContext) -> list[int]:
     """How many event rows each transaction of the capture inserted (transactions with none left out)."""
-    counts, current = [], 0
+    return [rows for rows, _statements, _seqs in _event_writes_per_transaction(queries)]
+
+
+def _event_writes_per_transaction(queries: CaptureQueriesContext) -> list[tuple[int, int, int]]:
+    """For each transaction of the capture that inserted events: the event rows, the INSERT
+    statements that sent them (an ``executemany`` is one, logged as "N times: INSERT …") and the
+    UPDATEs of the run's ``last_seq`` (its seq counter)."""
+    found, rows, statements, seqs = [], 0, 0, 0
     for query in queries.captured_queries:
         sql = query["sql"]
+        many, _, rest = sql.partition(" times: ")
         if sql.startswith("BEGIN"):
-            current = 0
-        elif sql.startswith('INSERT INTO "crews_runevent"'):
-            current += 1
-        elif sql.startswith("COMMIT") and current:
-            counts.append(current)
-    return counts
+            rows = statements = seqs = 0
+        elif sql.startswith('INSERT INTO "crews_runevent"') or (many.isdigit() and rest.startswith('INSERT INTO "crews_runevent"')):
+            rows += int(many) if many.isdigit() else 1
+            statements += 1
+        elif sql.startswith('UPDATE "crews_run" SET "last_seq"'):
+            seqs += 1
+        elif sql.startswith("COMMIT") and rows:
+            found.append((rows, statements, seqs))
+    return found
 
 
 @pytest.mark.django_db(transaction=True)
@@ -72,6 +83,9 @@ def test_a_planned_run_stores_back_to_back_events_together_in_the_order_they_hap
     assert sum(batches) == len(types) - 1  # every event but run.queued (kickoff) inside the capture
     assert len(batches) < sum(batches) / 2, batches
     assert max(batches) >= 4, batches
+    # A batch's rows go in one INSERT and take their seqs in one UPDATE, however many there are.
+    engine_batches = [(statements, seqs) for rows, statements, seqs in _event_writes_per_transaction(queries) if rows > 1]
+    assert engine_batches and set(engine_batches) == {(1, 1)}, engine_batches
 
 
 @pytest.mark.django_db(transaction=True)
@@ -164,3 +178,46 @@ async def test_a_streamed_delta_is_sent_before_an_event_emitted_after_it(builder
     await busy
     await sink.drain()
     assert sent == ["step.completed", "llm.delta", "llm.completed"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_adds_up_its_calls_usage_and_rolls_up_its_tasks_in_emit_order(builder: Any) -> None:
+    """``record_batch``: one seq UPDATE for the batch, yet the same rows and totals as one
+    ``record_event`` after another would leave."""
+    from decimal import Decimal
+
+    from crews.bridge import NewEvent, record_batch
+    from crews.models import RunLLMCall, RunTask
+
+    crew = make_crew(builder)
+    run = runs.run_kickoff(actor=builder, crew=crew, inputs={"topic": "tides"}, enqueue=False)
+    runs.run_claim(run_id=run.pk, worker_id="me#1")
+    task = run.snapshot["tasks"][0]["id"]
+    call = {"messages": [{"role": "user", "content": "hi"}], "tools": [], "response_format": "", "reply": "ok", "error": ""}
+    usage = [{"model": "openai/m", "purpose": "react", "prompt_tokens": p, "completion_tokens": c, "cost_usd": cost}
+             for p, c, cost in ((10, 5, 0.25), (20, 7, 0.5))]
+    batch = [
+        NewEvent("task.started", {}, task),
+        NewEvent("llm.completed", usage[0], task, "s1", call),
+        NewEvent("llm.completed", usage[1], task, "s2", {**call, "reply": "ok again"}),
+        NewEvent("task.completed", {"output": "Done"}, task),
+        NewEvent("step.started", {"n": 1}, None, "s3"),
+    ]
+    before = Run.objects.get(pk=run.pk).last_seq
+    with transaction.atomic():
+        rows = record_batch(run.pk, batch, working_only=True, owner="me#1")
+
+    assert [r.seq for r in rows] == list(range(before + 1, before + 6))
+    stored = list(RunEvent.objects.filter(run=run, seq__gt=before).order_by("seq").values_list("seq", "type", "step_id"))
+    assert stored == [(before + 1, "task.started", ""), (before + 2, "llm.completed", "s1"),
+                      (before + 3, "llm.completed", "s2"), (before + 4, "task.completed", ""), (before + 5, "step.started", "s3")]
+    kept = list(RunLLMCall.objects.filter(run=run).order_by("seq").values_list("seq", "reply"))
+    assert kept == [(before + 2, "ok"), (before + 3, "ok again")]
+    totals = Run.objects.values_list("last_seq", "prompt_tokens", "completion_tokens", "cost_usd", "llm_calls").get(pk=run.pk)
+    assert totals == (before + 5, 30, 12, Decimal("0.75"), 2)
+    row = RunTask.objects.get(run=run, task_id_snapshot=task)
+    assert (row.status, row.output, row.prompt_tokens, row.completion_tokens, row.llm_calls) == (RunTask.Status.DONE, "Done", 30, 12, 2)
+    # Once the run is no longer this claim's, a batch stores nothing, not even its first events.
+    with pytest.raises(bridge.RunNotWorking), transaction.atomic():
+        record_batch(run.pk, batch[:2], working_only=True, owner="other#2")
+    assert Run.objects.get(pk=run.pk).last_seq == before + 5 and RunLLMCall.objects.filter(run=run).count() == 2
