@@ -21,10 +21,9 @@ locked"; a writer in another process on the same file is still met by SQLite's b
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.db.backends.sqlite3 import base
@@ -43,8 +42,10 @@ def writer_lock(name: str) -> threading.Lock:
         return _locks.setdefault(name, threading.Lock())
 
 
+@functools.lru_cache(maxsize=512)
 def _is_write(query: str) -> bool:
-    """Whether ``query`` may write: by its first word after blanks and comments."""
+    """Whether ``query`` may write: by its first word after blanks and comments (remembered per
+    statement text: a run sends the same few dozen statements, each many times)."""
     found = _FIRST_WORD.match(query)
     word = found.group(1).upper() if found else ""
     return word in _WRITES or (word == "WITH" and _WRITE_IN_WITH.search(query) is not None)
@@ -108,6 +109,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self.release_writer()
 
 
+@functools.lru_cache(maxsize=512)
+def _qmark(query: str) -> str:
+    """Django's "format" to sqlite3's "qmark" parameters (``%s`` → ``?``), remembered per text:
+    Django runs its regex over every statement it sends."""
+    return base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
+
+
 class CursorWrapper(base.SQLiteCursorWrapper):
     """Takes the writer lock before a write made outside ``atomic``; after any statement, hands
     it on once SQLite has no transaction open (a write in autocommit, or a raw COMMIT), and keeps
@@ -115,24 +123,32 @@ class CursorWrapper(base.SQLiteCursorWrapper):
 
     owner: DatabaseWrapper
 
+    # try/finally written out in each: every statement of the process comes through here.
     def execute(self, query: str, params: Any = None) -> Any:
-        with self._writer_if(_is_write(query)):
+        if _is_write(query):
+            self.owner.take_writer()
+        try:
             return super().execute(query, params)
+        finally:
+            self.owner.release_unless_in_transaction()
 
     def executemany(self, query: str, param_list: Any) -> Any:
-        with self._writer_if(_is_write(query)):
+        if _is_write(query):
+            self.owner.take_writer()
+        try:
             return super().executemany(query, param_list)
+        finally:
+            self.owner.release_unless_in_transaction()
 
     def executescript(self, sql_script: str) -> Any:
         # A script may write anything; sqlite3 commits what was open before it runs it.
-        with self._writer_if(True):
-            return super().executescript(sql_script)
-
-    @contextmanager
-    def _writer_if(self, writes: bool) -> Iterator[None]:
-        if writes:
-            self.owner.take_writer()
+        self.owner.take_writer()
         try:
-            yield
+            return super().executescript(sql_script)
         finally:
             self.owner.release_unless_in_transaction()
+
+    def convert_query(self, query: str, *, param_names: list[str] | None = None) -> str:
+        if param_names is None:
+            return _qmark(query)
+        return super().convert_query(query, param_names=param_names)

@@ -217,3 +217,22 @@ def test_many_threads_writing_at_once_all_succeed_and_leave_the_lock_free() -> N
             future.result(timeout=60)
     assert WorkerBeat.objects.count() == 80
     assert not lock().locked()
+
+
+def test_parameters_are_converted_once_per_statement_text_as_django_converts_them() -> None:
+    """The ``%s`` → ``?`` conversion is remembered per text; a literal ``%%`` is still one ``%``."""
+    from django.db.backends.sqlite3.base import SQLiteCursorWrapper
+
+    from planner_site.sqlite.base import _qmark
+
+    for sql in ("SELECT %s, '100%%', %s", "SELECT 1", "UPDATE t SET a = %s WHERE b LIKE '%%x%%'"):
+        assert _qmark(sql) == SQLiteCursorWrapper.convert_query(None, sql)  # type: ignore[arg-type]
+    _qmark.cache_clear()
+    for _ in range(3):
+        _qmark("SELECT %s")
+    assert _qmark.cache_info().misses == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s, '5%%'", [7])
+        assert cursor.fetchone() == (7, "5%")
+        cursor.execute("SELECT :a", {"a": 8})  # named parameters go to Django's own conversion
+        assert cursor.fetchone() == (8,)
