@@ -79,29 +79,55 @@ def _tls() -> ssl.SSLContext | bool:
     return _ssl_context
 
 
+# Loops that outlive the runs on them (serve's: every run of the process goes to Daphne's loop),
+# and the one session each keeps for all of them.
+_lasting_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+_kept: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, wire_http.Client] = weakref.WeakKeyDictionary()
+
+
+def keep_sessions_on(loop: asyncio.AbstractEventLoop) -> None:
+    """Let every gateway on ``loop`` share one session, kept after each run: its kept-alive
+    connections (and their TLS) serve the next run's calls, instead of each run connecting anew
+    to its provider. Closed by ``close_kept_sessions``, else with its loop."""
+    _lasting_loops.add(loop)
+
+
+async def close_kept_sessions() -> None:
+    """Close the session kept on this loop (a server shutting down)."""
+    client = _kept.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()
+
+
 class WireGateway:
     """``Gateway`` for OpenAI-compatible chat completions, streamed or not, over aiohttp.
 
     One ``aiohttp.ClientSession`` per event loop keeps connections alive between a run's calls
     (a session belongs to the loop it was made on; runs on other loops get their own), with the
-    proxies the environment named when it was made (``HTTPS_PROXY``, ``NO_PROXY``).
+    proxies the environment named when it was made (``HTTPS_PROXY``, ``NO_PROXY``). On a loop that
+    outlives its runs (``keep_sessions_on``) the gateways share that loop's session, so a
+    provider's connections outlive the run too. Cookies stay each gateway's (a run's): a
+    provider's cookies are sent back on that run's next calls, never on another person's.
     """
 
     def __init__(self) -> None:
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, wire_http.Client] = (
             weakref.WeakKeyDictionary()
         )
+        self._cookies: aiohttp.CookieJar | None = None  # made on first use: it wants a running loop
 
     def _client(self) -> wire_http.Client:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
+        clients = _kept if loop in _lasting_loops else self._clients
+        client = clients.get(loop)
         if client is None or client.closed:
-            client = self._clients[loop] = wire_http.Client(_tls(), USER_AGENT)
+            client = clients[loop] = wire_http.Client(_tls(), USER_AGENT)
         return client
 
     async def aclose(self) -> None:
         """Close this loop's session and its kept-alive connections (a run or a drafting ends;
-        a loop made for one call ends with it, so its session must not outlive it)."""
+        a loop made for one call ends with it, so its session must not outlive it), unless the
+        loop keeps its session for the next run."""
         client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()
@@ -144,7 +170,12 @@ class WireGateway:
                         proxy=proxy,
                         proxy_headers=proxy_headers,
                         timeout=wire_http.timeout(llm.connect_timeout, read),
+                        cookies=self._cookies.filter_cookies(url) if self._cookies else None,
                     )
+                    if response.cookies:
+                        if self._cookies is None:  # ``unsafe``: a server named by its IP address too
+                            self._cookies = aiohttp.CookieJar(unsafe=True)
+                        self._cookies.update_cookies(response.cookies, response.url)
                 except aiohttp.ClientError as exc:
                     raise _transport_error(exc, llm, secret) from None
                 except ValueError as exc:  # a header aiohttp refuses to send: a key with a line break

@@ -118,9 +118,9 @@ def session(tls: ssl.SSLContext | bool, user_agent: str) -> aiohttp.ClientSessio
         # on a connection the server just closed fails (aiohttp's default keeps them 15 s).
         connector=aiohttp.TCPConnector(ssl=tls, limit=100, limit_per_host=0, keepalive_timeout=4),
         headers={"User-Agent": user_agent},
-        # A provider's cookies (its load balancer's, say) are sent back; ``unsafe``: also to a
-        # server named by its IP address, as httpx did (a local model server at 127.0.0.1).
-        cookie_jar=aiohttp.CookieJar(unsafe=True),
+        # A provider's cookies (its load balancer's, say) are sent back by each gateway itself
+        # (``wire.WireGateway``): a session may serve several people's runs.
+        cookie_jar=aiohttp.DummyCookieJar(),
     )
 
 

@@ -165,3 +165,44 @@ def test_sigterm_with_a_run_in_flight_leaves_it_interrupted_never_running(tmp_pa
         cwd=ROOT, env=env, check=True, timeout=60, capture_output=True, text=True,
     ).stdout.strip().splitlines()[-1]
     assert status == "interrupted ['waiting']"
+
+
+def test_runs_of_one_server_share_its_llm_connection_and_it_closes_cleanly_on_sigterm(tmp_path: Path) -> None:
+    """Every run of ``serve`` goes to Daphne's loop: the second run's calls reuse the connection
+    the first run kept alive (no new connection, nor TLS with a real provider, per run), and the
+    kept session is closed when the server stops, without aiohttp's "Unclosed" complaints."""
+    from tests.fakes.openai_server import FakeLLMServer, Reply
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
+    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(tmp_path))
+    with FakeLLMServer() as llm_server:
+        llm_server.default = Reply.text("Final Answer: a line")
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", SETUP.replace("{base}", llm_server.base_url)],
+            cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True,
+        ).stdout.split()
+        crew_id, token = out[-2], out[-1]
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        port = free_port()
+        with serving(port, "--workers", "1", env=env) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if "is ready at" in line:
+                    break
+            for _ in range(2):
+                kickoff = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/api/crews/{crew_id}/kickoff", data=b'{"inputs": {}}', headers=headers)
+                with urllib.request.urlopen(kickoff, timeout=10) as response:
+                    run_id = json.loads(response.read())["id"]
+                deadline, status = time.monotonic() + 60, ""
+                while status != "succeeded" and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    look = urllib.request.Request(f"http://127.0.0.1:{port}/api/runs/{run_id}", headers=headers)
+                    with urllib.request.urlopen(look, timeout=10) as response:
+                        status = json.loads(response.read())["status"]
+                assert status == "succeeded"
+        printed = proc.stdout.read()
+    assert len(llm_server.requests) == 2
+    assert len({r.client_port for r in llm_server.requests}) == 1  # one connection for both runs
+    assert "Unclosed" not in printed, printed

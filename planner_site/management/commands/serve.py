@@ -87,6 +87,10 @@ class Command(BaseCommand):
                 run = sync_to_async(worker.run, thread_sensitive=False, executor=pool)
                 futures.append(asyncio.ensure_future(run()))
             asyncio.ensure_future(ready_once_beating(url))
+            # Every run of this process comes to this loop: they share its LLM connections.
+            from agents.engine.wire import keep_sessions_on  # loaded by the warm-up by now
+
+            keep_sessions_on(asyncio.get_event_loop())
             # Runs' cyclic garbage, freed while it is small, on this loop (its sockets' finalizers).
             collecting.append(collect_periodically(loop=asyncio.get_event_loop()))
 
@@ -115,9 +119,17 @@ class Command(BaseCommand):
             if not futures:
                 return None
             waiting = asyncio.gather(*futures, return_exceptions=True)
-            # Shutdown waits for the workers to finish their current step, but not forever.
-            bounded = asyncio.ensure_future(asyncio.wait_for(waiting, timeout=15))
-            return defer.Deferred.fromFuture(bounded).addErrback(
+
+            async def stopped() -> None:
+                try:
+                    # Shutdown waits for the workers to finish their current step, but not forever.
+                    await asyncio.wait_for(waiting, timeout=15)
+                finally:
+                    from agents.engine.wire import close_kept_sessions
+
+                    await close_kept_sessions()  # after the last run's last call
+
+            return defer.Deferred.fromFuture(asyncio.ensure_future(stopped())).addErrback(
                 lambda f: logger.warning("workers did not stop: %s", f)
             )
 

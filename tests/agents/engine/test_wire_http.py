@@ -116,6 +116,32 @@ async def test_a_cookie_the_provider_sets_is_sent_back_on_the_next_call(fake_llm
     assert [r.headers.get("cookie") for r in fake_llm_server.requests] == [None, "lb=node-2", "lb=node-2"]
 
 
+async def test_on_a_loop_that_keeps_its_session_runs_share_connections_not_cookies(
+    fake_llm_server: FakeLLMServer,
+) -> None:
+    """``keep_sessions_on`` (serve's loop): each run's gateway uses the loop's one session, which
+    outlives the run's ``aclose``; a provider's cookie goes back on its own run's calls only."""
+    import asyncio
+
+    from agents.engine import wire
+
+    fake_llm_server.add(
+        Reply.text("one", headers=(("Set-Cookie", "lb=node-2; Path=/"),)), Reply.text("two"), Reply.text("three")
+    )
+    wire.keep_sessions_on(asyncio.get_running_loop())
+    first, second = WireGateway(), WireGateway()
+    await first.complete(ask(llm_for(fake_llm_server)))
+    await first.aclose()  # the first run ends
+    await second.complete(ask(llm_for(fake_llm_server)))
+    await first.complete(ask(llm_for(fake_llm_server)))
+    assert [r.headers.get("cookie") for r in fake_llm_server.requests] == [None, None, "lb=node-2"]
+    assert len({r.client_port for r in fake_llm_server.requests}) == 1
+    kept = wire._kept[asyncio.get_running_loop()]
+    assert not kept.closed
+    await wire.close_kept_sessions()
+    assert kept.closed and asyncio.get_running_loop() not in wire._kept
+
+
 def test_a_chunk_whose_first_choice_is_another_ones_still_gives_choice_zeros_text() -> None:
     from agents.engine.wire import _Stream
 
