@@ -1,6 +1,6 @@
 """The full app's planned 2-task run (bench/peer_app.py) on two servers in turns: this checkout
 and another (``--against DIR``, e.g. ``git worktree add /tmp/base HEAD~3``), both on this venv,
-against one fake server. Server CPU is read in clock ticks (10 ms), so one run says little: the
+against one fake server. Server CPU is each thread's ``schedstat`` (nanoseconds), summed; the
 figures are means and medians over many runs taken alternately, so a busier minute moves both.
 
     .venv/bin/python bench/peer_ab.py --against /tmp/base --runs 30
@@ -42,7 +42,7 @@ def main() -> None:
                     if n >= args.warmup:
                         cpu.setdefault((name, deltas), []).append(run.cpu * 1000)
     print(f"{args.runs} runs per server and mode, in turns; load average {load:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after; server CPU ms per run (10 ms ticks)")
+          f"{os.getloadavg()[0]:.2f} after; server CPU ms per run (threads' schedstat)")
     print(f"{'mode':<32} {'this mean':>10} {'other mean':>11} {'ratio':>6} {'this median':>12} {'other median':>13}")
     for deltas in (False, True):
         this, other = cpu[("this", deltas)], cpu[("other", deltas)]

@@ -110,7 +110,7 @@ def _profiled(server: LiveServer) -> Iterator[None]:
     if not out or server.process is None:
         yield
         return
-    spy = subprocess.Popen([os.environ.get("BENCH_PYSPY", "py-spy"), "record", "--rate", "200", "--gil", "--format", "raw",
+    spy = subprocess.Popen([os.environ.get("BENCH_PYSPY", "py-spy"), "record", "--rate", os.environ.get("BENCH_PYSPY_RATE", "200"), *os.environ.get("BENCH_PYSPY_FLAGS", "--gil --nonblocking").split(), "--format", "raw",
                             "--output", out, "--pid", str(server.process.pid)])  # fmt: skip
     try:
         yield
