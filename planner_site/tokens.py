@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 import secrets
+import weakref
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, connections
 from django.utils import timezone
 
 from planner_site.models import ApiToken, hash_token
@@ -40,15 +41,28 @@ def _lookup_sql(vendor: str) -> tuple[str, tuple[Any, ...], list[int], list[int]
     return sql, columns, list(token["select_fields"]), list(user["select_fields"])
 
 
-def _from_row(model: Any, row: list[Any], columns: tuple[Any, ...], indexes: list[int]) -> Any:
+# Each connection's converters of the lookup's columns (a backend's converters are its own):
+# finding them was as much CPU as the rest of the lookup, and they never change.
+_CONVERTERS: weakref.WeakKeyDictionary[Any, list[list[Any]]] = weakref.WeakKeyDictionary()
+
+
+def _converters(db: Any, columns: tuple[Any, ...]) -> list[list[Any]]:
+    found = _CONVERTERS.get(db)
+    if found is None:
+        found = _CONVERTERS[db] = [db.ops.get_db_converters(c) + c.get_db_converters(db) for c in columns]
+    return found
+
+
+def _from_row(model: Any, row: list[Any], columns: tuple[Any, ...], indexes: list[int], db: Any) -> Any:
     """The model built from its columns of ``row``, converted as the ORM converts them."""
+    converters = _converters(db, columns)
     values = []
     for i in indexes:
         value, column = row[i], columns[i]
-        for convert in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
-            value = convert(value, column, connection)
+        for convert in converters[i]:
+            value = convert(value, column, db)
         values.append(value)
-    return model.from_db(connection.alias, [columns[i].target.attname for i in indexes], values)
+    return model.from_db(db.alias, [columns[i].target.attname for i in indexes], values)
 
 
 def user_for_token(raw: str) -> Any | None:
@@ -60,8 +74,9 @@ def user_for_token(raw: str) -> Any | None:
         row = cursor.fetchone()  # the hash is unique
     if row is None:
         return None
-    token = _from_row(ApiToken, row, columns, token_at)
-    user = _from_row(get_user_model(), row, columns, user_at)
+    db = connections[connection.alias]  # the thread's own connection, not the proxy to it
+    token = _from_row(ApiToken, row, columns, token_at, db)
+    user = _from_row(get_user_model(), row, columns, user_at, db)
     if not user.is_active:
         return None
     # Touch at most once a minute: a busy client must not write on every request.

@@ -82,3 +82,27 @@ def test_a_lower_bound_below_64_bits_matches_every_row_and_an_id_beyond_them_non
     assert by_id.one(Crew, crew=2**70) is None
     assert by_id.one(Crew, crew=-(2**70)) is None
     assert by_id.one(Crew, crew=crew.pk) == crew
+
+
+@pytest.mark.django_db
+def test_instances_made_from_rows_equal_the_querysets_own_and_other_shapes_go_through_raw(builder: Any) -> None:
+    """``all`` makes instances of a plain queryset straight from its rows, with every column
+    converted (times, JSON, decimals) as the ORM converts it; any other shape is a raw query's."""
+    from decimal import Decimal
+
+    crew = Crew.objects.create(owner=builder, name="Mine", budget_max_cost_usd=Decimal("1.50"))
+    run = Run.objects.create(crew=crew, created_by=builder, inputs={"topic": "tides"}, snapshot={"tasks": []},
+                             cost_usd=Decimal("0.125"), started_at=timezone.now())
+    plain = Prepared(lambda run: Run.objects.filter(pk=run), run=STAND_IN_ID)
+    [made] = plain.all(Run, run=run.pk)
+    [theirs] = Run.objects.filter(pk=run.pk)
+    fields = [f.attname for f in Run._meta.concrete_fields]
+    assert [getattr(made, f) for f in fields] == [getattr(theirs, f) for f in fields]
+    assert made.inputs == {"topic": "tides"} and made.cost_usd == Decimal("0.125") and made.started_at.tzinfo
+    assert not made._state.adding and made._state.db == "default"
+    assert plain._making["default"] is not None
+    for shape in (lambda run: Run.objects.filter(pk=run).only("status"),
+                  lambda run: Run.objects.filter(pk=run).select_related("crew")):
+        other = Prepared(shape, run=STAND_IN_ID)
+        [found] = other.all(Run, run=run.pk)
+        assert found.pk == run.pk and found.status == run.status and other._making["default"] is None
