@@ -400,20 +400,34 @@ _handed_back: ContextVar[_HandedBack | None] = ContextVar("handed_back", default
 
 def emit_now(run_id: int, type_: str, data: dict[str, Any] | None = None, **kw: Any) -> RunEvent:
     """Record an event from synchronous code (services) and broadcast it once committed."""
+    event = record_event(run_id, type_, data, **kw)
+    _send_on_commit(run_id, [payload_of(event)])
+    return event
+
+
+def emit_together(run_id: int, events: Sequence[NewEvent], *, owner: str | None) -> list[RunEvent]:
+    """``emit_now`` for several events stored together (``record_batch``) in the caller's
+    transaction, while the run works under ``owner``'s claim (``RunNotWorking`` otherwise)."""
+    rows = record_batch(run_id, events, working_only=True, owner=owner)
+    _send_on_commit(run_id, [payload_of(row) for row in rows])
+    return rows
+
+
+def _send_on_commit(run_id: int, payloads: list[EventPayload]) -> None:
+    """Broadcast once the transaction commits: after the run's hop, from its loop, inside one
+    (``run_hop``), else at once through the event loop."""
     from asgiref.sync import async_to_sync
 
-    event = record_event(run_id, type_, data, **kw)
-    payload = payload_of(event)
     later = _handed_back.get()
 
     def send() -> None:
-        if later is not None and not later.closed:
-            later.append((run_id, payload))
-        else:
-            _broadcast_quietly(async_to_sync, run_id, payload)
+        for payload in payloads:
+            if later is not None and not later.closed:
+                later.append((run_id, payload))
+            else:
+                _broadcast_quietly(async_to_sync, run_id, payload)
 
     transaction.on_commit(send)
-    return event
 
 
 def _broadcast_quietly(async_to_sync: Any, run_id: int, payload: EventPayload) -> None:

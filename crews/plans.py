@@ -21,6 +21,8 @@ from crews import queue
 from crews.models import PLAN_STEP_ORDER, Crew, Plan, PlanLLMCall, PlanStep, PlanVersion, Run, Task
 from planner_site.budgets import budget_check
 from planner_site.errors import Conflict, NotFound, TooMany
+from planner_site.prepared import STAND_IN_ID, STAND_IN_ID_2, Prepared
+from planner_site.rows import insert_new
 
 MAX_STEP_CHARS = 2_000
 MAX_STEPS_PER_TASK = 50
@@ -63,11 +65,22 @@ def steps_by_task_key(plan: Plan, number: int) -> dict[str, list[ApprovedStep]]:
     """What the engine runs: an approved version's steps by task key, each with its stable id
     (``<task id>.p<uid>``), which the run's step events carry."""
     # One query of the three columns the engine needs, not the version row and then its step
-    # models (``current_steps``): every planned run reads its plan here.
-    rows = (PlanStep.objects.filter(version__plan_id=plan.pk, version__number=number or plan.version)
-            .order_by(*PLAN_STEP_ORDER).values_list("task_id_snapshot", "uid", "text"))
+    # models (``current_steps``), compiled once: every run that follows a plan reads it here.
+    return _approved_steps(_APPROVED_STEPS.rows(plan=plan.pk, number=number or plan.version))
+
+
+_APPROVED_STEPS = Prepared(
+    lambda plan, number: PlanStep.objects.filter(version__plan_id=plan, version__number=number)
+    .order_by(*PLAN_STEP_ORDER).values_list("task_id_snapshot", "uid", "text"),
+    plan=STAND_IN_ID, number=STAND_IN_ID_2,
+)
+
+
+def _approved_steps(rows: Any) -> dict[str, list[ApprovedStep]]:
+    """(task id, uid, text) rows in ``PLAN_STEP_ORDER`` (or ``PlanStep``s) by task key."""
     steps: dict[str, list[ApprovedStep]] = {}
-    for task_id, uid, text in rows:
+    for row in rows:
+        task_id, uid, text = (row.task_id_snapshot, row.uid, row.text) if isinstance(row, PlanStep) else row
         steps.setdefault(str(task_id), []).append(ApprovedStep(id=approved_step_id(task_id, uid), text=text))
     return steps
 
@@ -81,8 +94,15 @@ VERSION_TASK_FIELDS = ("id", "order", "name", "description", "expected_output", 
 
 
 def tasks_snapshot(*, crew_id: int) -> list[dict[str, Any]]:
-    """The crew's tasks now, in order, as ``PlanVersion.tasks`` keeps them."""
-    return list(Task.objects.filter(crew_id=crew_id).order_by("order", "id").values(*VERSION_TASK_FIELDS))
+    """The crew's tasks now, in order, as ``PlanVersion.tasks`` keeps them (every plan a run
+    drafts reads them: compiled once)."""
+    return [dict(zip(VERSION_TASK_FIELDS, row, strict=True)) for row in _TASKS_NOW.rows(crew=crew_id)]
+
+
+_TASKS_NOW = Prepared(
+    lambda crew: Task.objects.filter(crew_id=crew).order_by("order", "id").values_list(*VERSION_TASK_FIELDS),
+    crew=STAND_IN_ID,
+)
 
 
 def _new_version(plan: Plan, *, actor: Any, note: str, steps: Mapping[int, Sequence[StepTuple]],
@@ -189,16 +209,67 @@ def plan_store_draft(*, plan_id: int, steps: Mapping[str, Sequence[str]], usage:
         plan = Plan.objects.select_for_update().get(pk=plan_id)
         # The crew's tasks, read once: the version keeps them, and they say which ids are valid.
         tasks = tasks_snapshot(crew_id=plan.crew_id)
-        valid = {t["id"] for t in tasks} & set(task_ids)
-        rows = {int(k): [(None, text[:MAX_STEP_CHARS], False) for text in v[:MAX_STEPS_PER_TASK]]
-                for k, v in steps.items() if int(k) in valid}
-        for task_id in task_ids:
-            if task_id in valid:
-                rows.setdefault(task_id, [])
+        rows = _draft_rows(tasks, steps, task_ids)
         _new_version(plan, actor=None, note="drafted", steps=rows, tasks=tasks)
-        kept = [{"task_id": w.get("task_id"), "message": str(w.get("message", ""))} for w in warnings]
-        _add_usage(plan.pk, usage, user_id=plan.created_by_id, status=Plan.Status.DRAFT, error="", warnings=kept)
+        _add_usage(plan.pk, usage, user_id=plan.created_by_id, status=Plan.Status.DRAFT, error="",
+                   warnings=_kept_warnings(warnings))
     return Plan.objects.get(pk=plan_id)
+
+
+def _draft_rows(tasks: list[dict[str, Any]], steps: Mapping[str, Sequence[str]],
+                task_ids: Sequence[int]) -> dict[int, list[StepTuple]]:
+    """A draft's steps as a version's rows: only for ``task_ids`` the crew still has (every one
+    of them listed, even without steps), each cut to the limits."""
+    valid = {t["id"] for t in tasks} & set(task_ids)
+    rows = {int(k): [(None, text[:MAX_STEP_CHARS], False) for text in v[:MAX_STEPS_PER_TASK]]
+            for k, v in steps.items() if int(k) in valid}
+    for task_id in task_ids:
+        if task_id in valid:
+            rows.setdefault(task_id, [])
+    return rows
+
+
+def _kept_warnings(warnings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{"task_id": w.get("task_id"), "message": str(w.get("message", ""))} for w in warnings]
+
+
+def plan_store_run_draft(*, run: Run, steps: Mapping[str, Sequence[str]], usage: Mapping[str, Any],
+                         task_ids: Sequence[int], warnings: Sequence[Mapping[str, Any]] = (),
+                         approve: bool) -> tuple[Plan, dict[str, list[ApprovedStep]]]:
+    """A run's own draft stored as a new plan with its version 1, approved as drafted when
+    ``approve``; the plan and its steps as the engine runs them (``steps_by_task_key``).
+
+    What ``plan_store_draft`` and then ``plan_approve`` (``allow_gaps``, no superseding) leave,
+    written at once: the plan row is inserted as it ends up (version, step ids, usage, status)
+    instead of being inserted, locked, updated twice, read again, locked and updated again, and
+    the steps come from the rows written, not read back. Every planned run stores one; the
+    caller's transaction (or this one) holds it all, with no savepoint of its own.
+    """
+    with transaction.atomic(savepoint=False):
+        tasks = tasks_snapshot(crew_id=run.crew_id)
+        rows = _draft_rows(tasks, steps, task_ids)
+        count = sum(len(task_steps) for task_steps in rows.values())
+        plan = Plan(
+            # The id, not ``run.created_by``: the runner's run row has no user loaded (a query).
+            crew_id=run.crew_id, inputs=run.inputs, created_by_id=run.created_by_id,
+            llm_id=run.snapshot["crew"]["planning_llm_id"],
+            status=Plan.Status.APPROVED if approve else Plan.Status.DRAFT, version=1,
+            approved_version=1 if approve else None, next_step_uid=1 + count,
+            prompt_tokens=int(usage.get("prompt_tokens", 0)), completion_tokens=int(usage.get("completion_tokens", 0)),
+            cost_usd=Decimal(str(usage.get("cost_usd", 0))), warnings=_kept_warnings(warnings),
+        )
+        insert_new([plan])  # compiled once (nothing listens to these models' saves)
+        version = PlanVersion(plan=plan, number=1, note="drafted", created_by=None, tasks=tasks)
+        insert_new([version])
+        uids = iter(range(1, count + 1))
+        task_order = {t["id"]: t["order"] for t in tasks}  # only valid tasks have rows: all alive
+        written = [PlanStep(version=version, uid=next(uids), task_id=task_id, task_id_snapshot=task_id,
+                            order=order, text=text, pinned=pinned)
+                   for task_id, task_steps in rows.items() for order, (_uid, text, pinned) in enumerate(task_steps)]
+        insert_new(written)
+    # ``PLAN_STEP_ORDER``, as the steps would be read back.
+    written.sort(key=lambda step: (task_order[step.task_id_snapshot], step.task_id_snapshot, step.order))
+    return plan, _approved_steps(written)
 
 
 def draft_warnings(task_warnings: Mapping[str, Sequence[str]], warnings: Sequence[str]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import close_old_connections, connections
+from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -39,15 +39,15 @@ from agents.selectors import llm_default, prompt_book
 from agents.services import llm_capabilities_memo
 from agents.tools import registry
 from crews import plans, queue, realtime, runs
-from crews.bridge import crew_snapshot, crew_spec
+from crews.bridge import NewEvent, RunNotWorking, crew_snapshot, crew_spec, emit_together
 from crews.engine.interpolate import MissingInput
 from crews.engine.kickoff import run_crew
 from crews.engine.planner import CrewPlanError, draft_crew_plan
 from crews.engine.specs import CrewSpec
-from crews.models import RUN_WORKING, Crew, Plan, Run, RunEvent, RunTask
+from crews.models import RUN_WORKING, Plan, Run, RunEvent, RunTask
 from crews.people import DatabaseHuman
 from crews.sink import RunEventSink, current_sink, run_hop
-from knowledge.retrieval import run_knowledge
+from knowledge.retrieval import run_knowledge, run_start_knowledge
 from planner_site.prepared import STAND_IN_ID, Prepared
 from planner_site.worker import default_worker_id, on_worker_stop, worker_stopping
 
@@ -236,6 +236,7 @@ class _Start:
     steps: dict[str, list[ApprovedStep]] | None = None  # the approved plan the run follows
     announce_plan: bool = False  # whether the run still has to say which plan it follows
     knowledge: Any = None  # knowledge.retrieval.RunKnowledge: sources and memory, if the crew has any
+    planning: bool = False  # the run is planning already (set in this hop: it drafts its plan next)
 
 
 # The runner's per-run reads, compiled once (``Prepared``): compiling was most of their cost.
@@ -277,15 +278,18 @@ def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start
     spec = crew_spec(run.snapshot, default_llm=default, llm_rows=rows)
     ctx = _context(run, token, spec.budget, followers, spec.max_rpm)
     start = _Start(run, ctx, crew=spec.interpolated(run.inputs), done=_done_outputs(run.pk))
-    start.knowledge = run_knowledge(
+    start.knowledge = run_start_knowledge(
         crew_id=run.crew_id, user_id=run.created_by_id, run_id=run.pk,
-        remembers=bool(Crew.objects.filter(pk=run.crew_id).values_list("memory", flat=True).first()),
         agent_ids=[a["id"] for a in run.snapshot["agents"]],
     )
     if run.plan_id and run.plan_version:
         start.steps = plans.steps_by_task_key(run.plan, run.plan_version)  # reads the plan row
         # A resumed run said so before it was interrupted (or approved its own plan then).
         start.announce_plan = not RunEvent.objects.filter(run_id=run.pk, type="crew_plan.approved").exists()
+    elif spec.planning and run.planning_plan_id is None:
+        # It drafts its plan first (``_draft_in_run``): planning from this hop, not one more.
+        runs.run_set_planning(run_id=run.pk)
+        start.planning = True
     return start
 
 
@@ -336,7 +340,7 @@ async def _run_crew(start: _Start) -> str:
         if start.announce_plan:
             await ctx.emit("crew_plan.approved", {"plan_id": run.plan_id, "version": run.plan_version})
     elif spec.planning:
-        steps = await _plan_in_run(ctx, run, spec, start.knowledge)
+        steps = await _plan_in_run(ctx, run, spec, start.knowledge, planning=start.planning)
     result = await run_crew(ctx, spec, plan=steps, done=start.done, knowledge=start.knowledge)
     if result.failed:
         raise RunFailed(result.error)
@@ -352,19 +356,24 @@ def _drafted_before(run: Run) -> Plan | None:
     ).first()
 
 
-async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec,
-                       knowledge: Any = None) -> dict[str, list[ApprovedStep]] | None:
+async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec, knowledge: Any = None, *,
+                       planning: bool = False) -> dict[str, list[ApprovedStep]] | None:
     """Draft the crew plan inside the run; with review, wait until a person approves it.
 
     A resumed run that drafted its plan before it was interrupted goes on with that plan (and
     with the edits made to it meanwhile): no second paid draft, no second plan to review.
+    ``planning``: the run is planning already (``_start``).
     """
     # A run with no draft of its own yet (all but a resumed one) has nothing to look up: no hop.
     plan = await db(_drafted_before)(run) if run.planning_plan_id is not None else None
     if plan is None:
-        plan = await _draft_in_run(ctx, run, spec, knowledge)
-        if plan is None:
+        drafted = await _draft_in_run(ctx, run, spec, knowledge, planning=planning)
+        if drafted is None:
             return None
+        if not run.review_plan:
+            return await _store_and_follow_in_run(ctx, run, drafted)
+        plan = await db(_store_run_plan)(run, *drafted)
+        await ctx.emit("crew_plan.completed", {"plan_id": plan.pk, "version": plan.version})
     if plan.status != Plan.Status.APPROVED:  # (a person may have approved it meanwhile)
         if run.review_plan:
             await db(runs.run_wait_for_plan_approval)(run_id=run.pk, plan=plan)
@@ -378,15 +387,46 @@ async def _plan_in_run(ctx: RunContext, run: Run, spec: CrewSpec,
 
 def _follow_plan(run_id: int, plan: Plan) -> dict[str, list[ApprovedStep]]:
     """The run follows its approved plan and works again: one database hop for the three."""
-    runs.run_use_plan(run_id=run_id, plan=plan)
-    runs.run_set_running(run_id=run_id)
+    runs.run_set_running(run_id=run_id, plan=plan)  # and ``run_use_plan``, in the same UPDATE
     return plans.steps_by_task_key(plan, plan.approved_version)
 
 
-async def _draft_in_run(ctx: RunContext, run: Run, spec: CrewSpec, knowledge: Any = None) -> Plan | None:
-    """The run's own draft, stored as a plan; None when planning failed and the crew may run
-    without one."""
-    await db(runs.run_set_planning)(run_id=run.pk)
+async def _store_and_follow_in_run(ctx: RunContext, run: Run, drafted: tuple[Any, ...]
+                                   ) -> dict[str, list[ApprovedStep]]:
+    """The run's own draft, approved as drafted (a task without steps plans as usual), stored
+    and followed in one database hop and one transaction (``_store_and_follow``)."""
+    try:
+        return await db(_store_and_follow)(run, *drafted)
+    except RunNotWorking:
+        # Ended elsewhere (the sweep took this worker for dead, say), as the run's sink says it.
+        ctx.cancel.cancel("ended elsewhere")
+        raise Cancelled("ended elsewhere") from None
+
+
+def _store_and_follow(run: Run, steps: dict[str, list[str]], usage: dict[str, Any], task_ids: list[int],
+                      warnings: list[dict[str, Any]]) -> dict[str, list[ApprovedStep]]:
+    """What a run without plan review does once its plan is drafted, at once: store it approved,
+    follow it, and say so (``crew_plan.completed``, ``crew_plan.approved``, then ``run.running``,
+    stored together as the engine's events are: while the run works and under its claim). Three
+    hops and five transactions before; every planned run makes them."""
+    with transaction.atomic():
+        plan, approved = plans.plan_store_run_draft(run=run, steps=steps, usage=usage, task_ids=task_ids,
+                                                    warnings=warnings, approve=True)
+        previous = runs.run_set_running(run_id=run.pk, plan=plan, announce=False)
+        events = [NewEvent("crew_plan.completed", {"plan_id": plan.pk, "version": plan.version}),
+                  NewEvent("crew_plan.approved", {"plan_id": plan.pk, "version": plan.approved_version})]
+        if previous is not None:
+            events.append(NewEvent("run.running", {"from": previous}))
+        emit_together(run.pk, events, owner=run.worker_id)
+    return approved
+
+
+async def _draft_in_run(ctx: RunContext, run: Run, spec: CrewSpec, knowledge: Any = None, *,
+                        planning: bool = False) -> tuple[Any, ...] | None:
+    """The run's own draft, as ``_store_run_plan``'s arguments after the run; None when planning
+    failed and the crew may run without one."""
+    if not planning:
+        await db(runs.run_set_planning)(run_id=run.pk)
     assert spec.planning_llm is not None
     before = (ctx.usage.prompt_tokens, ctx.usage.completion_tokens, ctx.usage.cost_usd)
     try:
@@ -403,19 +443,15 @@ async def _draft_in_run(ctx: RunContext, run: Run, spec: CrewSpec, knowledge: An
         "cost_usd": ctx.usage.cost_usd - before[2],
     }
     warnings = plans.draft_warnings(draft.task_warnings, draft.warnings)
-    plan = await db(_store_run_plan)(run, draft.steps, usage, [int(t.key) for t in spec.tasks], warnings)
-    await ctx.emit("crew_plan.completed", {"plan_id": plan.pk, "version": plan.version})
-    return plan
+    return draft.steps, usage, [int(t.key) for t in spec.tasks], warnings
 
 
 def _store_run_plan(run: Run, steps: dict[str, list[str]], usage: dict[str, Any], task_ids: list[int],
                     warnings: list[dict[str, Any]]) -> Plan:
-    plan = Plan.objects.create(
-        # The id, not ``run.created_by``: the runner's run row has no user loaded (a query).
-        crew_id=run.crew_id, inputs=run.inputs, created_by_id=run.created_by_id, status=Plan.Status.GENERATING,
-        llm_id=run.snapshot["crew"]["planning_llm_id"],
-    )
-    return plans.plan_store_draft(plan_id=plan.pk, steps=steps, usage=usage, task_ids=task_ids, warnings=warnings)
+    """The run's own draft, stored for a person to review."""
+    plan, _steps = plans.plan_store_run_draft(run=run, steps=steps, usage=usage, task_ids=task_ids,
+                                              warnings=warnings, approve=False)
+    return plan
 
 
 async def _wait_for_approval(cancel: CancelToken, plan_id: int) -> Plan:

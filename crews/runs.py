@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,7 +19,7 @@ from agents.bridge import agent_snapshot
 from agents.models import Agent
 from agents.selectors import prompt_version_numbers
 from crews import queue, selectors
-from crews.bridge import crew_snapshot, emit_now, record_event
+from crews.bridge import _record, crew_snapshot, emit_now
 from crews.models import RUN_WORKING, Crew, FeedbackRequest, Plan, Run, RunTask, ToolApproval
 from crews.services import MAX_INPUT_CHARS, crew_check_runnable, crew_texts, inputs_validate
 from planner_site.audit import audit
@@ -73,8 +74,10 @@ def _check_rate(actor: Any) -> None:
 def _record_queued(run: Run, data: dict[str, Any]) -> None:
     """Store a new run's first event without broadcasting it: nobody can follow a run before
     the transaction creating it commits, and a socket that joins later replays it from the
-    database. (A broadcast from the request's thread is a round trip through the event loop.)"""
-    record_event(run.pk, "run.queued", data)
+    database. (A broadcast from the request's thread is a round trip through the event loop.)
+    Stored in the kickoff's transaction, without a savepoint of its own: its failure fails the
+    kickoff, whose transaction rolls back the run with it."""
+    _record(run.pk, "run.queued", data)
 
 
 @transaction.atomic
@@ -167,6 +170,27 @@ _LOCKED_RUN_TO_CLAIM = Prepared(
 )
 
 
+@functools.cache
+def _update_sql(vendor: str, model: type[Run] | type[RunTask], fields: tuple[str, ...], where: tuple[str, ...]) -> str:
+    """``UPDATE`` of ``fields`` where ``where`` equal their values, built once per database kind."""
+    quote = connection.ops.quote_name
+    meta = model._meta
+    sets = ", ".join(f"{quote(meta.get_field(name).column)} = %s" for name in fields)
+    tests = " AND ".join(f"{quote(meta.get_field(name).column)} = %s" for name in where)
+    return f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {tests}"
+
+
+def _save_run(run: Run, fields: tuple[str, ...]) -> None:
+    """``run.save(update_fields=fields)`` for a locked run, in one UPDATE compiled once: the
+    ORM compiles one for every save, and every run changes state four times or more. Values go
+    through the fields as save() sends them; no signals (nothing listens to a run's saves)."""
+    meta = Run._meta
+    params = [meta.get_field(name).get_db_prep_save(meta.get_field(name).pre_save(run, False), connection)
+              for name in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(connection.vendor, Run, fields, ("id",)), [*params, run.pk])
+
+
 def _transition(run_id: int, status: str, event: str | None, data: dict[str, Any] | None = None,
                 *, allowed: set[str] | None = None, **fields: Any) -> bool:
     """Move a run to ``status`` (only from ``allowed``), then record ``event``; False if refused."""
@@ -179,7 +203,7 @@ def _transition(run_id: int, status: str, event: str | None, data: dict[str, Any
         run.status = status
         for key, value in fields.items():
             setattr(run, key, value)
-        run.save(update_fields=["status", *fields])
+        _save_run(run, ("status", *fields))
         if event:
             emit_now(run_id, event, data)
     return True
@@ -197,14 +221,14 @@ def run_claim(*, run_id: int, worker_id: str) -> Run | None:
         now = timezone.now()
         if run.cancel_requested:
             run.status, run.finished_at = S.CANCELLED, now
-            run.save(update_fields=["status", "finished_at"])
+            _save_run(run, ("status", "finished_at"))
             emit_now(run_id, "run.cancelled", {})
             return None
         run.status = S.RUNNING
         run.started_at = run.started_at or now
         run.heartbeat_at = now
         run.worker_id = worker_id
-        run.save(update_fields=["status", "started_at", "heartbeat_at", "worker_id"])
+        _save_run(run, ("status", "started_at", "heartbeat_at", "worker_id"))
         emit_now(run_id, "run.started", {"worker": worker_id})
     return run
 
@@ -224,22 +248,39 @@ def run_set_planning(*, run_id: int) -> None:
     _transition(run_id, S.PLANNING, "run.planning", allowed={S.RUNNING, S.PLANNING})
 
 
-def _back_to_running(run_id: int, allowed: set[str]) -> None:
-    """A run that planned or waited works again, and says so (``run.running``) for live clients."""
-    with transaction.atomic():
+def _back_to_running(run_id: int, allowed: set[str], *, announce: bool = True, **fields: Any) -> str | None:
+    """A run that planned or waited works again, and says so (``run.running``) for live clients;
+    the status it had, or None when it was not in ``allowed`` (nothing said).
+
+    ``fields`` are written in the same UPDATE, and written even when the run does not work again.
+    ``announce=False`` leaves ``run.running`` to the caller, to store with events of its own.
+    Inside a caller's transaction (the runner's plan hop) no savepoint of its own: nothing here
+    is worth rolling back alone.
+    """
+    with transaction.atomic(savepoint=False):
         run = _LOCKED_RUN.one(Run, run=run_id)
         if run is None:
             raise Run.DoesNotExist(f"no run {run_id}")
         if run.status not in allowed:
-            return
+            if fields:
+                Run.objects.filter(pk=run_id).update(**fields)
+            return None
         previous = run.status
         run.status = S.RUNNING
-        run.save(update_fields=["status"])
-        emit_now(run_id, "run.running", {"from": previous})
+        for key, value in fields.items():
+            setattr(run, key, value)
+        _save_run(run, ("status", *fields))
+        if announce:
+            emit_now(run_id, "run.running", {"from": previous})
+    return previous
 
 
-def run_set_running(*, run_id: int) -> None:
-    _back_to_running(run_id, {S.PLANNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT})
+def run_set_running(*, run_id: int, plan: Plan | None = None, announce: bool = True) -> str | None:
+    """The run works again; with ``plan``, following its approved version (``run_use_plan``)
+    from the same locked read and UPDATE: every planned run does both at once."""
+    fields = {} if plan is None else {"plan": plan, "plan_version": plan.approved_version}
+    return _back_to_running(run_id, {S.PLANNING, S.AWAITING_APPROVAL, S.AWAITING_INPUT}, announce=announce,
+                            **fields)
 
 
 @transaction.atomic  # the request and the waiting status appear together
@@ -412,15 +453,18 @@ def _end(run: Run, status: str, data: dict[str, Any], *, output: str = "", error
     event = {S.SUCCEEDED: "run.succeeded", S.FAILED: "run.failed", S.CANCELLED: "run.cancelled",
              S.INTERRUPTED: "run.interrupted"}[status]
     run.status, run.output, run.error = status, output, error
-    fields = ["status", "output", "error"]
-    cut_short = RunTask.objects.filter(run_id=run.pk, status=RunTask.Status.RUNNING)
+    fields: tuple[str, ...] = ("status", "output", "error")
+    # The task cut short (``RunTask.objects.filter(...).update(...)``, compiled once).
     if status == S.INTERRUPTED:
-        cut_short.update(status=RunTask.Status.WAITING)
+        cut_short, values = ("status",), [RunTask.Status.WAITING]
     else:
         run.finished_at = timezone.now()
-        fields.append("finished_at")
-        cut_short.update(status=RunTask.Status.FAILED, error=error or CUT_SHORT)
-    run.save(update_fields=fields)
+        fields += ("finished_at",)
+        cut_short, values = ("status", "error"), [RunTask.Status.FAILED, error or CUT_SHORT]
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(connection.vendor, RunTask, cut_short, ("run", "status")),
+                       [*values, run.pk, RunTask.Status.RUNNING])
+    _save_run(run, fields)
     emit_now(run.pk, event, data)
 
 

@@ -3,16 +3,19 @@ the searches of ``knowledge.selectors`` and the memory services, off the event l
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db.models import BooleanField, Exists, OuterRef, Value
 
 from crews.engine.knowledge import Passage, Recollection
 from knowledge import selectors, services
 from knowledge.models import KnowledgeSource
+from planner_site.prepared import STAND_IN_ID, Prepared
 
 
 def _db(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,3 +71,40 @@ def run_knowledge(*, crew_id: int, user_id: int, run_id: int | None, remembers: 
         knowledge_tokens=settings.PLANNER_KNOWLEDGE_TOKENS, memory_tokens=settings.PLANNER_MEMORY_TOKENS,
         has_sources=has_sources,
     )
+
+
+def run_start_knowledge(*, crew_id: int, user_id: int, run_id: int,
+                        agent_ids: Sequence[int]) -> RunKnowledge | None:
+    """``run_knowledge`` for a run of the crew as it starts, whether the crew remembers read in
+    the same query as whether it has sources (its own, or its agents'): every run asks both."""
+    row = _start_read(len(agent_ids)).rows(crew=crew_id, **_agent_values(agent_ids))
+    remembers, crew_sources, agent_sources = row[0] if row else (False, False, False)
+    has_sources = bool(crew_sources or agent_sources)
+    if not has_sources and not remembers:
+        return None
+    return RunKnowledge(
+        crew_id=crew_id, user_id=user_id, run_id=run_id, remembers=bool(remembers),
+        knowledge_tokens=settings.PLANNER_KNOWLEDGE_TOKENS, memory_tokens=settings.PLANNER_MEMORY_TOKENS,
+        has_sources=has_sources,
+    )
+
+
+def _agent_values(agent_ids: Sequence[int]) -> dict[str, int]:
+    return {f"agent{i}": agent_id for i, agent_id in enumerate(agent_ids)}
+
+
+@functools.cache
+def _start_read(agents: int) -> Prepared:
+    """The crew's memory flag and whether it and ``agents`` agents have indexed sources, as the
+    queries of ``run_knowledge`` ask it (unordered: the (crew, status) and (agent, status) indexes
+    answer them), compiled once per number of agents (``planner_site.prepared``)."""
+    from crews.models import Crew
+
+    def build(crew: int, **agent_ids: int) -> Any:
+        indexed = KnowledgeSource.objects.filter(status=KnowledgeSource.Status.INDEXED).order_by()
+        of_agents = (Exists(indexed.filter(agent_id__in=list(agent_ids.values()))) if agent_ids
+                     else Value(False, BooleanField()))
+        return Crew.objects.filter(pk=crew).order_by().values_list(
+            "memory", Exists(indexed.filter(crew_id=OuterRef("pk"))), of_agents)
+
+    return Prepared(build, crew=STAND_IN_ID, **_agent_values([STAND_IN_ID + 1 + i for i in range(agents)]))

@@ -98,3 +98,20 @@ def test_the_rate_check_counts_the_actors_runs_of_the_last_minute_only(
     settings.PLANNER_KICKOFF_RATE_PER_MINUTE = 2
     with pytest.raises(TooMany):
         runs._check_rate(builder)
+
+
+STORED_TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
+
+
+def test_the_queued_event_takes_no_savepoint_of_its_own(builder: Any, settings: Any) -> None:
+    settings.TASKS = STORED_TASKS
+    crew = make_crew(builder)
+    _, raw = token_create(user=builder)
+
+    with CaptureQueriesContext(connection) as queries:
+        response = kickoff_by_token(raw, crew)
+
+    assert response.status_code == 202, response.content
+    # The kickoff's own transaction (a savepoint inside the test's), and none for run.queued.
+    assert sum(q["sql"].startswith("SAVEPOINT") for q in queries) == 1
+    assert sum('"django_tasks_database_dbtaskresult"' in q["sql"] for q in queries) == 1

@@ -102,7 +102,7 @@ def test_a_run_stores_and_follows_its_own_draft_reading_the_tasks_once_and_the_s
         (f"{research}.p1", "Look it up"), (f"{report}.p2", "Sum up")]
     assert _selects_from(queries, "crews_task") == 1
     assert _selects_from(queries, "crews_planversion") == 0
-    assert _selects_from(queries, "crews_planstep") == 1
+    assert _selects_from(queries, "crews_planstep") == 0  # the steps it stored, never read back
     assert _selects_from(queries, "auth_user") == 0
     # The run row's snapshot is read once, at the start: each change of state reads the status.
     assert sum(1 for q in queries.captured_queries if '"crews_run"."snapshot"' in q["sql"]) == 1
