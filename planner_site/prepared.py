@@ -45,7 +45,7 @@ class Prepared:
         # Per database alias: how to make instances of the queryset's model straight from its
         # rows (its columns' converters), when it selects just that model's columns in order;
         # None when it selects anything else (``all`` then leaves it to a raw queryset).
-        self._making: dict[str, _Maker | None] = {}
+        self._making: dict[tuple[str, type[Model]], _Maker | None] = {}
 
     def sql(self, using: str = "default", **values: Any) -> tuple[str, list[Any]]:
         """The SQL and parameters of ``build(**values)`` on the database ``using``."""
@@ -81,9 +81,10 @@ class Prepared:
         if _matches_nothing(values):
             return []
         sql, params = self.sql(using, **values)
-        if using not in self._making:
-            self._making[using] = _Maker.of(self._build(**self._stand_ins), model, using)
-        maker = self._making[using]
+        key = (using, model)
+        if key not in self._making:
+            self._making[key] = _Maker.of(self._build(**self._stand_ins), model, using)
+        maker = self._making[key]
         if maker is None:
             return list(model.objects.raw(sql, params).using(using))
         with connections[using].cursor() as cursor:
@@ -130,7 +131,8 @@ class _Maker:
         concrete columns, in order, and nothing else (no related rows, annotations, extras)."""
         query = queryset.query
         if (queryset.model is not model or query.select_related or query.annotation_select or query.extra_select
-                or query.deferred_loading[0] or not query.default_cols or query.values_select or query.combinator):
+                or query.deferred_loading[0] or not query.default_cols or query.values_select or query.combinator
+                or query.distinct):  # DISTINCT selects its ORDER BY columns too
             return None
         connection = connections[using]
         columns = [field.get_col(model._meta.db_table) for field in model._meta.concrete_fields]
@@ -140,7 +142,7 @@ class _Maker:
 
     def make(self, row: tuple[Any, ...]) -> Model:
         values = list(row)
-        if len(values) != len(self.model._meta.concrete_fields):  # pragma: no cover - caught by .of
+        if len(values) != len(self.model._meta.concrete_fields):  # a shape ``of`` did not foresee
             raise RuntimeError(f"{self.model.__name__}: a row of {len(values)} columns, not all of them")
         connection = connections[self.using]
         for i, converters, column in self.converters:

@@ -40,7 +40,16 @@ def insert_new(objs: Sequence[Model]) -> None:
     meta = model._meta
     if meta.auto_field is None or any(type(obj) is not model for obj in objs):
         raise TypeError("insert_new() takes new objects of one model with an automatic key")
-    sql, fields = _insert_sql(model, connection.vendor, len(objs))
+    fields = _insert_sql(model, connection.vendor, 1)[1]
+    # As bulk_create does: as many rows a statement as the database takes parameters for.
+    size = max(1, connection.ops.bulk_batch_size(fields, objs))
+    for start in range(0, len(objs), size):
+        _insert_batch(objs[start:start + size])
+
+
+def _insert_batch(objs: Sequence[Model]) -> None:
+    meta = type(objs[0])._meta
+    sql, fields = _insert_sql(type(objs[0]), connection.vendor, len(objs))
     params: list[Any] = []
     for obj in objs:
         params += [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import secrets
-import weakref
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -41,15 +40,13 @@ def _lookup_sql(vendor: str) -> tuple[str, tuple[Any, ...], list[int], list[int]
     return sql, columns, list(token["select_fields"]), list(user["select_fields"])
 
 
-# Each connection's converters of the lookup's columns (a backend's converters are its own):
-# finding them was as much CPU as the rest of the lookup, and they never change.
-_CONVERTERS: weakref.WeakKeyDictionary[Any, list[list[Any]]] = weakref.WeakKeyDictionary()
-
-
 def _converters(db: Any, columns: tuple[Any, ...]) -> list[list[Any]]:
-    found = _CONVERTERS.get(db)
+    """The lookup's columns' converters, found once per connection (as much CPU as the rest of
+    the lookup) and kept on the connection itself: they hold its ``ops``, so a table keyed by
+    the connection would keep every thread's connection alive."""
+    found = db.__dict__.get("_token_converters")
     if found is None:
-        found = _CONVERTERS[db] = [db.ops.get_db_converters(c) + c.get_db_converters(db) for c in columns]
+        found = db.__dict__["_token_converters"] = [db.ops.get_db_converters(c) + c.get_db_converters(db) for c in columns]
     return found
 
 

@@ -93,8 +93,11 @@ def keep_sessions_on(loop: asyncio.AbstractEventLoop) -> None:
 
 
 async def close_kept_sessions() -> None:
-    """Close the session kept on this loop (a server shutting down)."""
-    client = _kept.pop(asyncio.get_running_loop(), None)
+    """Close the session kept on this loop (a server shutting down); a run still calling after
+    that gets a session of its own, closed with the run."""
+    loop = asyncio.get_running_loop()
+    _lasting_loops.discard(loop)
+    client = _kept.pop(loop, None)
     if client is not None:
         await client.aclose()
 
@@ -118,10 +121,14 @@ class WireGateway:
 
     def _client(self) -> wire_http.Client:
         loop = asyncio.get_running_loop()
-        clients = _kept if loop in _lasting_loops else self._clients
+        kept = loop in _lasting_loops
+        clients = _kept if kept else self._clients
         client = clients.get(loop)
         if client is None or client.closed:
-            client = clients[loop] = wire_http.Client(_tls(), USER_AGENT)
+            # Shared by every run of the process, the kept session has no cap of its own: its
+            # runs' limits (workers, rpm) bound it, and waiting for a free connection would
+            # count against a call's connect timeout.
+            client = clients[loop] = wire_http.Client(_tls(), USER_AGENT, limit=0 if kept else 100)
         return client
 
     async def aclose(self) -> None:

@@ -77,8 +77,8 @@ class Client:
 
     __slots__ = ("session", "proxies", "_closer", "__weakref__")
 
-    def __init__(self, tls: ssl.SSLContext | bool, user_agent: str) -> None:
-        self.session = session(tls, user_agent)
+    def __init__(self, tls: ssl.SSLContext | bool, user_agent: str, *, limit: int = 100) -> None:
+        self.session = session(tls, user_agent, limit=limit)
         self.proxies = Proxies()
         self._closer = _close_with_loop(self.session)
         with contextlib.suppress(StopIteration):
@@ -110,13 +110,13 @@ async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncIterator[None
         await session.close()
 
 
-def session(tls: ssl.SSLContext | bool, user_agent: str) -> aiohttp.ClientSession:
-    """A session for one event loop (made inside it). At most 100 connections, as httpx's
-    client; any number to one host."""
+def session(tls: ssl.SSLContext | bool, user_agent: str, *, limit: int = 100) -> aiohttp.ClientSession:
+    """A session for one event loop (made inside it). At most ``limit`` connections (100, as
+    httpx's client; 0: no cap); any number to one host."""
     return aiohttp.ClientSession(
         # Idle connections kept 4 s, under the 5 s after which uvicorn (vLLM) closes them: a POST
         # on a connection the server just closed fails (aiohttp's default keeps them 15 s).
-        connector=aiohttp.TCPConnector(ssl=tls, limit=100, limit_per_host=0, keepalive_timeout=4),
+        connector=aiohttp.TCPConnector(ssl=tls, limit=limit, limit_per_host=0, keepalive_timeout=4),
         headers={"User-Agent": user_agent},
         # A provider's cookies (its load balancer's, say) are sent back by each gateway itself
         # (``wire.WireGateway``): a session may serve several people's runs.

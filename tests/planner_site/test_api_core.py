@@ -417,3 +417,35 @@ def test_the_docs_page_loads_nothing_from_another_host(db):
     assets = re.findall(r"(?:src|href)\s*=\s*[\"']([^\"']*)", html)
     assert assets and all(a.startswith("/") and not a.startswith("//") for a in assets), assets
     assert not re.search(r"https?://", html)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_token_checks_from_many_threads_leave_no_connection_behind(builder: Any) -> None:
+    """The lookup's converters are kept per connection: on the connection, not in a table that
+    would keep every short-lived request thread's connection alive."""
+    import gc
+    import threading
+
+    from django.db import connections
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    from planner_site.tokens import user_for_token
+
+    _, raw = token_create(user=builder)
+
+    def check() -> None:
+        try:
+            assert user_for_token(raw) == builder
+        finally:
+            connections.close_all()
+
+    def wrappers() -> int:
+        gc.collect()
+        return sum(isinstance(o, BaseDatabaseWrapper) for o in gc.get_objects())
+
+    before = wrappers()
+    for _ in range(20):
+        thread = threading.Thread(target=check)
+        thread.start()
+        thread.join()
+    assert wrappers() - before < 3

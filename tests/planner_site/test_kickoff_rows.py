@@ -86,3 +86,18 @@ def test_an_audit_row_is_stored_with_its_actor_target_and_data(builder: Any) -> 
     )
     assert row.at is not None and row.at == event.at
     assert AuditEvent.objects.get(pk=anonymous.pk).actor is None
+
+
+def test_more_rows_than_one_statement_takes_go_in_batches_as_bulk_create_sends_them(
+    builder: Any, django_assert_num_queries: Any, monkeypatch: Any
+) -> None:
+    """A plan of a few hundred tasks' steps: no statement over the database's parameter limit
+    (PostgreSQL's 65,535), here made small."""
+    from django.db import connection
+
+    run = Run.objects.create(crew=make_crew(builder), created_by=builder)
+    tasks = [RunTask(run=run, task_id_snapshot=i, order=i, name=f"T{i}", agent_name="A") for i in range(250)]
+    monkeypatch.setattr(connection.ops, "bulk_batch_size", lambda fields, objs: 100)
+    with django_assert_num_queries(3):
+        insert_new(tasks)
+    assert [t.pk for t in tasks] == list(RunTask.objects.filter(run=run).order_by("order").values_list("pk", flat=True))

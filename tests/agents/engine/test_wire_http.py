@@ -137,9 +137,15 @@ async def test_on_a_loop_that_keeps_its_session_runs_share_connections_not_cooki
     assert [r.headers.get("cookie") for r in fake_llm_server.requests] == [None, None, "lb=node-2"]
     assert len({r.client_port for r in fake_llm_server.requests}) == 1
     kept = wire._kept[asyncio.get_running_loop()]
-    assert not kept.closed
+    assert not kept.closed and kept.session.connector.limit == 0  # one pool for every run: no cap
     await wire.close_kept_sessions()
     assert kept.closed and asyncio.get_running_loop() not in wire._kept
+    # A run still calling after the shutdown closed it gets a session of its own, closed with it.
+    fake_llm_server.add(Reply.text("late"))
+    await second.complete(ask(llm_for(fake_llm_server)))
+    assert asyncio.get_running_loop() not in wire._kept and second._clients
+    await second.aclose()
+    assert not second._clients
 
 
 def test_a_chunk_whose_first_choice_is_another_ones_still_gives_choice_zeros_text() -> None:
