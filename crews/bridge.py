@@ -314,8 +314,11 @@ def record_batch(run_id: int, events: Sequence[NewEvent], *, working_only: bool 
 
 
 def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, **kw: Any) -> RunEvent:
-    """``_record`` in a transaction of its own (a service's event, or one stored alone)."""
-    with transaction.atomic():
+    """``_record`` in a transaction of its own (a service's event, or one stored alone); inside
+    a caller's (a service's state change and its event), in that one, without a savepoint: a
+    failure fails the caller's change with it, which no caller goes on from. (Two statements
+    fewer for each of a run's four or more service events.)"""
+    with transaction.atomic(savepoint=False):
         return _record(run_id, type_, data, **kw)
 
 

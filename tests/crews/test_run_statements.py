@@ -84,3 +84,18 @@ def test_a_planned_run_stores_approves_and_follows_its_plan_in_one_hop_and_one_t
     assert events[at][1] == events[at + 1][1] == {"plan_id": plan.pk, "version": 1}
     assert events[at + 2][1] == {"from": "planning"}
     assert types.index("run.planning") < types.index("llm.started")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_services_event_goes_in_its_change_of_states_transaction_without_a_savepoint(
+    builder: Any, monkeypatch: Any
+) -> None:
+    """run.started, run.planning, run.succeeded: stored with the change they tell, no savepoint."""
+    run = planned_run(builder, monkeypatch)
+    with CaptureQueriesContext(connection) as queries:
+        runner.execute(run.pk)
+    sqls = [q["sql"] for q in queries.captured_queries]
+    assert Run.objects.get(pk=run.pk).status == Run.Status.SUCCEEDED
+    assert not [sql for sql in sqls if "SAVEPOINT" in sql]
+    kinds = set(RunEvent.objects.filter(run=run).values_list("type", flat=True))
+    assert {"run.started", "run.planning", "run.succeeded"} <= kinds
