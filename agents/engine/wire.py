@@ -65,7 +65,7 @@ def handles(llm: LLMSpec) -> bool:
 _ssl_context: ssl.SSLContext | None = None
 
 
-def _tls() -> ssl.SSLContext | bool:
+def tls() -> ssl.SSLContext | bool:
     """One TLS setting for every client (building a context reads the CA bundle, ~10 ms): the
     bundle ``SSL_CERT_FILE`` names (an internal CA), else certifi's, as litellm's client does;
     ``SSL_VERIFY=false`` turns checking off, as it does in litellm."""
@@ -128,7 +128,7 @@ class WireGateway:
             # Shared by every run of the process, the kept session has no cap of its own: its
             # runs' limits (workers, rpm) bound it, and waiting for a free connection would
             # count against a call's connect timeout.
-            client = clients[loop] = wire_http.Client(_tls(), USER_AGENT, limit=0 if kept else 100)
+            client = clients[loop] = wire_http.Client(tls(), USER_AGENT, limit=0 if kept else 100)
         return client
 
     async def aclose(self) -> None:

@@ -376,3 +376,30 @@ def test_tool_names_match_exactly_then_ignoring_case_then_by_similarity(
     name: str, expected: str | None
 ) -> None:
     assert match_tool_name(name, ["calculator", "text_stats", "http_get"]) == expected
+
+
+def test_http_get_loads_no_second_http_client() -> None:
+    """http_get goes through aiohttp, which the warm-up has loaded for the LLM path: httpx, once
+    imported on the tool's first use, cost ~47 ms on the event loop every run shares (#20)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = """
+import asyncio, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello"
+        self.send_response(200); self.send_header("Content-Type", "text/plain"); self.send_header("Content-Length", "5")
+        self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+from agents.engine.tools import HttpGet
+out = asyncio.run(HttpGet(allowed_hosts=("127.0.0.1",))({"url": f"http://127.0.0.1:{server.server_address[1]}/"}))
+print(out.splitlines()[0], "httpx" in sys.modules)
+"""
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["HTTP", "200", "text/plain", "False"], done.stdout + done.stderr
