@@ -145,7 +145,7 @@ def warm(*, litellm: bool | None = None) -> float:
             import anyio.streams.tls  # noqa: F401
             import h11  # noqa: F401
             import httpcore  # noqa: F401
-        wire._tls()  # the CA bundle, read once
+        wire.tls()  # the CA bundle, read once
         import encodings.idna  # noqa: F401 - aiohttp's first request to a host name
 
         from django.core.cache import cache
