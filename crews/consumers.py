@@ -13,6 +13,7 @@ import asyncio
 import functools
 import json
 import logging
+from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +24,11 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db.models import prefetch_related_objects
+from django.contrib.auth import get_user_model
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import QuerySet
 from django.utils import translation
+from django.utils.functional import LazyObject
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from crews import selectors
@@ -38,6 +42,8 @@ from crews.realtime import (
     unfollow_deltas,
 )
 from crews.run_view import RunView, crew_plan_steps, plan_key, render_event_html
+from planner_site.prepared import STAND_IN_ID, STAND_IN_ID_2, Prepared
+from planner_site.roles import is_admin
 
 logger = logging.getLogger(__name__)
 
@@ -69,14 +75,15 @@ def _open(
     one connection, for the whole connect (``scope["user"]`` is lazy: it is read here too)."""
     if user is None or not user.is_authenticated:
         return Opening(CLOSE_UNAUTHENTICATED)
-    # Each role check (is_admin, can_build) reads the user's groups, three times here: read
-    # them once for this hop, and forget them after it, so the socket's next hop sees a role
-    # changed meanwhile. (A superuser's role needs no groups.)
+    if isinstance(user, LazyObject):  # read above: the user itself holds the groups read below
+        user = user._wrapped
+    # Each role check (is_admin, can_build) reads the user's groups: read them once for this
+    # hop, and forget them after it, so the socket's next hop sees a role changed meanwhile.
+    # (A superuser's role needs no groups.)
     if not user.is_superuser:
-        prefetch_related_objects([user], "groups")
+        selectors.related_rows_known(user, "groups", _USER_GROUPS.all(_Group, user=user.pk))
     try:
-        # exists(): the visibility rules of run_get, without its joins, model and ordering.
-        if not selectors.run_visible(user=user).filter(pk=run_id).exists():
+        if not _run_visible(user, run_id):
             return Opening(CLOSE_NOT_FOUND)
         events = _stored_events_sync(run_id, after)
         return Opening(None, events, prepare(user, run_id, events))
@@ -84,14 +91,70 @@ def _open(
         getattr(user, "_prefetched_objects_cache", {}).pop("groups", None)
 
 
+# The connect's reads, compiled once (planner_site.prepared): compiling them was most of the
+# connect's CPU on the database thread, paid by every socket.
+_Group = get_user_model()._meta.get_field("groups").related_model
+_USER_GROUPS = Prepared(lambda user: _Group.objects.filter(user=user).order_by(), user=STAND_IN_ID)
+
+
+def _visible_runs(run: int, user: int | None = None) -> QuerySet[Run]:
+    """``selectors.run_visible`` for an admin (no ``user``) or anyone else (the user's id), as
+    one run's id: the rules stay the selector's, built for a stand-in user of that role."""
+    stand_in = get_user_model()(pk=user, is_superuser=user is None)  # a superuser is an admin
+    if user is not None:
+        selectors.related_rows_known(stand_in, "groups", [])  # no role: not an admin
+    return selectors.run_visible(user=stand_in).filter(pk=run).order_by().values_list("pk")[:1]
+
+
+_RUN_SEEN_BY_ADMIN = Prepared(lambda run: _visible_runs(run), run=STAND_IN_ID)
+_RUN_SEEN_BY = Prepared(_visible_runs, run=STAND_IN_ID, user=STAND_IN_ID_2)
+_EVENT_FIELDS = ("seq", "type", "at", "task_id", "step_id", "data")  # what payload_of reads
+_EventRow = namedtuple("_EventRow", _EVENT_FIELDS)
+_EVENTS_AFTER = Prepared(
+    lambda run, after: RunEvent.objects.filter(run=run, seq__gt=after)
+    .order_by("seq")
+    .values_list(*_EVENT_FIELDS)[:REPLAY_PAGE],
+    run=STAND_IN_ID,
+    after=STAND_IN_ID_2,
+)
+
+
+def _run_visible(user: Any, run_id: int) -> bool:
+    """``selectors.run_visible(user=user).filter(pk=run_id).exists()``, compiled once."""
+    if is_admin(user):
+        return bool(_RUN_SEEN_BY_ADMIN.rows(run=run_id))
+    return bool(_RUN_SEEN_BY.rows(run=run_id, user=user.pk))
+
+
 def _stored_events_sync(run_id: int, after: int, upto: int | None = None) -> list[EventPayload]:
-    # Rows, not models: payload_of reads the same attributes off a named row.
-    rows = (
-        RunEvent.objects.filter(run_id=run_id, seq__gt=after)
-        .order_by("seq")
-        .values_list("seq", "type", "at", "task_id", "step_id", "data", named=True)[:REPLAY_PAGE]
-    )
-    return [payload_of(row) for row in rows if upto is None or row.seq <= upto]
+    # Rows of a read compiled once, converted as the ORM's values_list() would convert them
+    # (it compiled the read and found the converters anew each time): payload_of reads the
+    # same attributes off a named row.
+    db = connections[DEFAULT_DB_ALIAS]  # the thread's own connection, as Prepared reads it
+    converters = _event_converters(db)
+    events = []
+    for row in _EVENTS_AFTER.rows(run=run_id, after=after):
+        values = list(row)
+        for i, column, convert in converters:
+            values[i] = convert(values[i], column, db)
+        event = _EventRow._make(values)
+        if upto is None or event.seq <= upto:
+            events.append(payload_of(event))
+    return events
+
+
+def _event_converters(db: Any) -> list[tuple[int, Any, Any]]:
+    """The converters of ``_EVENT_FIELDS``' columns on the database ``db`` (the datetime and the
+    JSON), found once per connection and kept on it, as ``planner_site.tokens`` keeps its own."""
+    found = db.__dict__.get("_run_event_converters")
+    if found is None:
+        columns = [RunEvent._meta.get_field(name).get_col(RunEvent._meta.db_table) for name in _EVENT_FIELDS]
+        found = db.__dict__["_run_event_converters"] = [
+            (i, column, convert)
+            for i, column in enumerate(columns)
+            for convert in db.ops.get_db_converters(column) + column.get_db_converters(db)
+        ]
+    return found
 
 
 _stored_events = database_sync_to_async(_stored_events_sync)

@@ -124,3 +124,40 @@ async def test_the_page_socket_reads_its_session_user_in_its_one_database_hop(
     assert all('hx-swap-oob="beforeend:#run-events"' in f for f in fragments)
     # The database once (session, user, run, page); the delta followers' count twice, in the cache.
     assert [f.__name__ for f in counted["hops"]] == ["_open", "_count", "_count"]
+
+
+def test_the_connects_visibility_check_is_run_visible(builder, other_builder, viewer, admin_user):
+    """The connect's compiled check answers as ``selectors.run_visible`` for every role: runs of
+    a private crew, of a shared crew, and agent runs (started by one user, of another's agent)."""
+    from django.contrib.auth import get_user_model
+
+    from tests.crews.run_helpers import make_agent
+
+    superuser = get_user_model().objects.create_superuser("sue", password="pw-sue")
+    mine = runs.run_kickoff(actor=builder, crew=make_crew(builder), inputs={"topic": "t"}, enqueue=False)
+    shared = runs.run_kickoff(
+        actor=other_builder, crew=make_crew(other_builder, name="Shared", shared=True),
+        inputs={"topic": "t"}, enqueue=False,
+    )
+    theirs = runs.run_kickoff(
+        actor=other_builder, crew=make_crew(other_builder, name="Private"), inputs={"topic": "t"}, enqueue=False
+    )
+    asked = runs.run_kickoff_agent(actor=other_builder, agent=make_agent(builder, "Builder's"), message="hi")
+    their_agent = runs.run_kickoff_agent(actor=other_builder, agent=make_agent(other_builder, "Olga's"), message="hi")
+    everyone = [builder, other_builder, viewer, admin_user, superuser]
+    ids = [mine.pk, shared.pk, theirs.pk, asked.pk, their_agent.pk, 10**9]
+    for user in everyone:
+        selectors.related_rows_known(user, "groups", list(user.groups.all()))
+        expected = [selectors.run_visible(user=user).filter(pk=i).exists() for i in ids]
+
+        assert [consumers._run_visible(user, i) for i in ids] == expected, user.username
+        if user == builder:  # the cases differ: the own, the shared, the agent's; not the others
+            assert expected == [True, True, False, True, False, False]
+
+
+@pytest.mark.parametrize("after", [2**31, 2**63, 10**30])
+async def test_an_after_beyond_any_seq_replays_nothing(finished_run, builder, after):
+    """The compiled replay read takes any ``?after=``: beyond 64 bits too (SQLite would raise)."""
+    opening = await consumers._open(builder, finished_run.pk, after, lambda *args: None)
+
+    assert opening.code is None and opening.events == []
