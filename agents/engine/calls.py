@@ -258,39 +258,51 @@ class DeltaBatcher:
     MAX_CHARS = 64
     MAX_WAIT = 0.05
 
-    __slots__ = ("_emit", "_step_id", "_clock", "_parts", "_size", "_last", "_timer", "_lock")
+    __slots__ = ("_emit", "_step_id", "_now", "_parts", "_size", "_last", "_held_at", "_timer", "_lock")
 
     def __init__(self, emit: Any, step_id: str | None, clock: Clock) -> None:
-        self._emit, self._step_id, self._clock = emit, step_id, clock
+        self._emit, self._step_id, self._now = emit, step_id, clock.monotonic
         self._parts: list[str] = []
         self._size = 0
-        self._last = clock.monotonic()
+        self._last = self._now()
+        self._held_at = 0.0  # the loop's time when the text held now began to be held
         self._timer: asyncio.TimerHandle | None = None
         self._lock = asyncio.Lock()  # a timer's flush and the next chunk's keep their order
 
     async def __call__(self, text: str) -> None:
         self._parts.append(text)
         self._size += len(text)
-        now = self._clock.monotonic()
+        now = self._now()
         if self._size >= self.MAX_CHARS or now - self._last >= self.MAX_WAIT:
             await self.flush(now)
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.MAX_WAIT, self._on_timer)
+        elif len(self._parts) == 1:  # the first text held since the last event
+            loop = asyncio.get_running_loop()
+            self._held_at = loop.time()
+            if self._timer is None:
+                self._timer = loop.call_later(self.MAX_WAIT, self._on_timer)
 
     def _on_timer(self) -> None:
+        """Send the held text once it has waited ``MAX_WAIT``. One timer serves a call's batches:
+        an event sent meanwhile leaves it armed, and it waits on for text held after it, rather
+        than a timer made and cancelled per event (issue #20)."""
         self._timer = None
-        if self._parts:
+        if not self._parts:
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._held_at + self.MAX_WAIT - loop.time()
+        if wait > 0:
+            self._timer = loop.call_later(wait, self._on_timer)
+        else:
             asyncio.ensure_future(self.flush())
 
     async def flush(self, now: float | None = None) -> None:
-        self.close()
         async with self._lock:
             if not self._parts:
                 return
             text = encodable("".join(self._parts))
             self._parts.clear()
             self._size = 0
-            self._last = self._clock.monotonic() if now is None else now
+            self._last = self._now() if now is None else now
             await self._emit("llm.delta", {"text": text}, step_id=self._step_id)
 
     def close(self) -> None:
@@ -406,11 +418,11 @@ class LLMCaller:
             self.cancel.raise_if_cancelled()
             await self.emit("llm.started", {"model": llm.model, "purpose": request.purpose}, step_id=step_id)
             started = self.clock.monotonic()
-            sent, delta_cb = self._streaming(request, on_delta, step_id, unstreamed=unstreamed)
+            stream, delta_cb = self._streaming(request, on_delta, step_id, unstreamed=unstreamed)
             # The answer's length as the budgets priced it (a token budget's remainder, the longest
             # answer a cost budget's worst case counted), else its purpose's default cap.
             cap = completion_cap(self.scopes(scope), input_tokens)
-            sent = dataclasses.replace(sent, max_tokens=max_completion_tokens(request, cap))
+            sent = dataclasses.replace(request, stream=stream, max_tokens=max_completion_tokens(request, cap))
             try:
                 try:
                     response = await self.cancel.race(self.gateway.complete(sent, on_delta=delta_cb))
@@ -508,8 +520,8 @@ class LLMCaller:
     def _streaming(
         self, request: LLMRequest, on_delta: DeltaCallback | None, step_id: str | None,
         *, unstreamed: bool = False,
-    ) -> tuple[LLMRequest, DeltaCallback | None]:
-        """The request as sent and who hears its deltas.
+    ) -> tuple[bool, DeltaCallback | None]:
+        """Whether the request is sent streamed, and who hears its deltas.
 
         Every request to an LLM that can stream is streamed, whether or not anyone reads its
         deltas: cancelling a streamed call closes its connection, which is what makes a local
@@ -522,10 +534,10 @@ class LLMCaller:
         """
         llm = request.llm
         if unstreamed or not llm.stream or self.capabilities.refuses(llm, STREAM):
-            return (dataclasses.replace(request, stream=False) if request.stream else request), None
+            return False, None
         if on_delta is None and request.stream and (self.stream_gate is None or self.stream_gate()):
             on_delta = self._delta_emitter(step_id)
-        return (request if request.stream else dataclasses.replace(request, stream=True)), on_delta
+        return True, on_delta
 
     async def aclose(self) -> None:
         """Close what the gateway keeps open for this event loop (its connections)."""

@@ -50,13 +50,20 @@ class CancelToken:
         self.raise_if_cancelled()
         loop = asyncio.get_running_loop()
         work: asyncio.Future[T] = asyncio.ensure_future(awaitable)
+        # Resolved by whichever comes first, the call's end or a cancel: one future and one
+        # callback, where ``asyncio.wait`` made a waiter and callbacks on both (once per LLM call).
         stop: asyncio.Future[None] = loop.create_future()
         entry = (loop, stop)
         self._waiters.add(entry)
         if self._cancelled:  # cancelled from another thread before the waiter was there to wake
             _resolve(stop)
+
+        def finished(_: asyncio.Future[T]) -> None:
+            _resolve(stop)
+
+        work.add_done_callback(finished)
         try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await stop
         except BaseException:
             # The awaiting task itself was cancelled (a timeout around it): take the call down
             # with it instead of leaving it running unowned.
@@ -64,6 +71,7 @@ class CancelToken:
             raise
         finally:
             self._waiters.discard(entry)
+            work.remove_done_callback(finished)
         if work.done():
             return work.result()
         work.cancel()
@@ -87,8 +95,8 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
+    # The C function itself, not a method calling it: asked per event and per streamed chunk.
+    monotonic = staticmethod(time.monotonic)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

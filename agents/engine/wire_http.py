@@ -144,48 +144,71 @@ def encoding(response: aiohttp.ClientResponse) -> str:
     return response.get_encoding()
 
 
-async def sse_lines(reads: AsyncIterator[bytes], encoding: str = "utf-8") -> AsyncIterator[list[str]]:
-    """The lines of an event stream, a list for each network read (often one event's ``data:``
-    line and its blank separator); the last line is given at the end even without an ending.
+class SSELines:
+    """The lines of an event stream, fed a network read at a time (``feed``, then ``end``).
 
-    aiohttp's own line reading (``async for line in response.content``) ends lines at ``\\n``
-    only. Here ``\\n``, ``\\r\\n`` and ``\\r`` end a line, as the SSE format says; a ``\\r\\n``
-    may come out as a line and a blank line after it, which a reader of events skips anyway. A
-    line or a multi-byte character cut between two reads comes out whole. Unlike
-    ``str.splitlines``, a U+2028 inside a chunk's JSON does not cut its line.
+    ``\\n``, ``\\r\\n`` and ``\\r`` end a line, as the SSE format says; a ``\\r\\n`` may come out as
+    a line and a blank line after it, which a reader of events skips anyway. A line or a
+    multi-byte character cut between two reads comes out whole. Unlike ``str.splitlines``, a
+    U+2028 inside a chunk's JSON does not cut its line. Synchronous, so the reader awaits the
+    socket itself: an async generator between them cost a frame switch per read (issue #20).
     """
-    try:
-        ascii_compatible = "data:\n".encode(encoding) == b"data:\n"
-    except (LookupError, UnicodeError):
-        encoding, ascii_compatible = "utf-8", True
-    if not ascii_compatible:  # UTF-16, EBCDIC: decoded first, then cut
-        async for lines in _decoded_lines(reads, encoding):
-            yield lines
-        return
-    rest = b""
-    async for data in reads:
+
+    __slots__ = ("_encoding", "_rest", "_decoder", "_text")
+
+    def __init__(self, encoding: str = "utf-8") -> None:
+        try:
+            ascii_compatible = "data:\n".encode(encoding) == b"data:\n"
+        except (LookupError, UnicodeError):
+            encoding, ascii_compatible = "utf-8", True
+        self._encoding = encoding
+        self._rest = b""
+        # UTF-16, EBCDIC: decoded first, then cut.
+        self._decoder = None if ascii_compatible else codecs.getincrementaldecoder(encoding)("replace")
+        self._text = ""
+
+    def feed(self, data: bytes) -> list[str]:
+        """The lines ``data`` completes (none while a line is still under way)."""
+        if self._decoder is not None:
+            text = self._text + self._decoder.decode(data).replace("\r", "\n")
+            parts = text.split("\n")
+            self._text = parts.pop()
+            return parts
         if b"\r" in data:
             data = data.replace(b"\r", b"\n")
-        if b"\n" not in data:
-            rest += data
-            continue
-        parts = (rest + data).split(b"\n") if rest else data.split(b"\n")
-        rest = parts.pop()
-        yield [part.decode(encoding, "replace") for part in parts]
-    if rest:
-        yield [rest.decode(encoding, "replace")]
+        end = data.rfind(b"\n")
+        if end < 0:
+            self._rest += data
+            return []
+        if self._rest:
+            data, end = self._rest + data, end + len(self._rest)
+        self._rest = data[end + 1 :]
+        # One decoding for the read: b"\n" is never part of another character in an ASCII-
+        # compatible charset, so this cuts where decoding each line would.
+        return data[:end].decode(self._encoding, "replace").split("\n")
+
+    def end(self) -> list[str]:
+        """The last line, given even without an ending."""
+        if self._decoder is not None:
+            rest, self._text = self._text + self._decoder.decode(b"", final=True), ""
+            return [rest] if rest else []
+        rest, self._rest = self._rest, b""
+        return [rest.decode(self._encoding, "replace")] if rest else []
 
 
-async def _decoded_lines(reads: AsyncIterator[bytes], encoding: str) -> AsyncIterator[list[str]]:
-    """``sse_lines`` for a charset in which ``b"\\n"`` is not the line ending."""
-    decoder = codecs.getincrementaldecoder(encoding)("replace")
-    rest = ""
+async def sse_lines(reads: AsyncIterator[bytes], encoding: str = "utf-8") -> AsyncIterator[list[str]]:
+    """The lines of an event stream (``SSELines``), a list for each network read that ends one
+    (often one event's ``data:`` line and its blank separator); the last line is given at the
+    end even without an ending.
+
+    aiohttp's own line reading (``async for line in response.content``) ends lines at ``\\n``
+    only.
+    """
+    lines = SSELines(encoding)
     async for data in reads:
-        text = rest + decoder.decode(data).replace("\r", "\n")
-        parts = text.split("\n")
-        rest = parts.pop()
-        if parts:
-            yield parts
-    rest += decoder.decode(b"", final=True)
+        batch = lines.feed(data)
+        if batch:
+            yield batch
+    rest = lines.end()
     if rest:
-        yield [rest]
+        yield rest
