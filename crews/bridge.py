@@ -48,13 +48,15 @@ def crew_snapshot(crew: Crew) -> dict[str, Any]:
     ``selectors.crew_get_for_kickoff`` (the kickoff request's) has them all already, and any
     other is fetched here in four queries.
     """
-    prefetch_related_objects(
-        [crew],
-        Prefetch("agents", queryset=Agent.objects.select_related("planning_config")),
-        Prefetch("tasks", queryset=Task.objects.select_related("agent").prefetch_related("context")),
-    )
-    tasks = sorted(crew.tasks.all(), key=lambda t: (t.order, t.pk))
-    agent_rows = {a.pk: a for a in crew.agents.all()}
+    cache = getattr(crew, "_prefetched_objects_cache", {})
+    if "agents" not in cache or "tasks" not in cache:  # even with nothing to fetch, it costs as much as the rest
+        prefetch_related_objects(
+            [crew],
+            Prefetch("agents", queryset=Agent.objects.select_related("planning_config")),
+            Prefetch("tasks", queryset=Task.objects.select_related("agent").prefetch_related("context")),
+        )
+    tasks = sorted(_related(crew, "tasks"), key=lambda t: (t.order, t.pk))
+    agent_rows = {a.pk: a for a in _related(crew, "agents")}
     for task in tasks:
         if task.agent is not None:
             agent_rows.setdefault(task.agent.pk, task.agent)
@@ -67,7 +69,7 @@ def crew_snapshot(crew: Crew) -> dict[str, Any]:
             {
                 "id": t.pk, "order": t.order, "name": t.name, "description": t.description,
                 "expected_output": t.expected_output, "agent_id": t.agent_id,
-                "context_ids": sorted(c.pk for c in t.context.all()),
+                "context_ids": sorted(c.pk for c in _related(t, "context")),
                 "async_execution": t.async_execution, "human_input": t.human_input,
                 "output_schema": t.output_schema, "guardrails": t.guardrails or {},
                 "guardrail_max_retries": t.guardrail_max_retries,
@@ -75,6 +77,14 @@ def crew_snapshot(crew: Crew) -> dict[str, Any]:
             for t in tasks
         ],
     }
+
+
+def _related(obj: Model, relation: str) -> Any:
+    """``obj.<relation>.all()``, straight from the prefetch cache when it holds the rows: the
+    related manager that ``all()`` goes through is built anew on every access (a many-to-many
+    one costs as much as snapshotting its rows), and every kickoff reads four relations."""
+    cached = getattr(obj, "_prefetched_objects_cache", {}).get(relation)
+    return cached if cached is not None else getattr(obj, relation).all()
 
 
 def crew_spec(snapshot: dict[str, Any], *, default_llm: Any, llm_rows: Any = None) -> CrewSpec:
