@@ -337,7 +337,12 @@ class Run(models.Model):
         verbose_name = _("run")
         verbose_name_plural = _("runs")
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["crew", "-created_at"])]
+        indexes = [
+            models.Index(fields=["crew", "-created_at"]),
+            # Every kickoff counts its starter's runs of the last minute (the rate limit), and the
+            # run history filters by who started them: without it, all of that person's runs.
+            models.Index(fields=["created_by", "created_at"]),
+        ]
 
     def __str__(self) -> str:
         return _("run %(id)s (%(status)s)") % {"id": self.pk, "status": self.status}

@@ -115,3 +115,16 @@ def test_the_queued_event_takes_no_savepoint_of_its_own(builder: Any, settings: 
     # The kickoff's own transaction (a savepoint inside the test's), and none for run.queued.
     assert sum(q["sql"].startswith("SAVEPOINT") for q in queries) == 1
     assert sum('"django_tasks_database_dbtaskresult"' in q["sql"] for q in queries) == 1
+
+
+def test_the_rate_check_reads_only_the_starters_last_minute_through_an_index(builder: Any) -> None:
+    """Not all of a prolific person's runs on every kickoff: (created_by, created_at) is indexed."""
+    from django.utils import timezone
+
+    from crews import runs
+
+    sql, params = runs._RUNS_SINCE.sql(actor=builder.pk, since=timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+    assert "INDEX crews_run_created" in plan and "(created_by_id=? AND created_at>?)" in plan, plan
