@@ -24,3 +24,20 @@ def test_an_llms_timeouts_come_from_its_params_and_the_rest_keep_their_defaults(
         60.0,
         600.0,
     )
+
+
+def test_llm_rows_reads_the_default_and_the_asked_llms_as_the_orm_would(db: object) -> None:
+    """Compiled once per number of ids (``_llm_rows_read``): the same rows as the queryset."""
+    from django.db.models import Q
+
+    from agents.bridge import llm_rows
+
+    default = LLM.objects.create(name="Default", model="openai/d", is_default=True)
+    others = [LLM.objects.create(name=f"L{n}", model=f"openai/m{n}", params={"timeout": 30 + n}) for n in range(3)]
+    for ids in ([], [others[0].pk], [o.pk for o in others], [others[1].pk, others[1].pk, 10**9]):
+        found_default, rows = llm_rows(ids)
+        expected = {r.pk: r for r in LLM.objects.filter(Q(is_default=True) | Q(pk__in=ids))}
+        assert found_default == default
+        assert rows.keys() == expected.keys()
+        assert [(r.name, r.model, r.params, r.is_default) for r in rows.values()] == [
+            (r.name, r.model, r.params, r.is_default) for r in (expected[k] for k in rows)]
