@@ -6,10 +6,11 @@ import functools
 import logging
 from collections.abc import Sequence
 from contextvars import ContextVar
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F, Model, Prefetch, prefetch_related_objects
 from django.db.models.sql import UpdateQuery
 from django.utils import timezone
@@ -128,7 +129,7 @@ def _task_id(value: str | None) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def payload_of(event: RunEvent) -> EventPayload:
+def payload_of(event: RunEvent | StoredEvent) -> EventPayload:
     return {
         "seq": event.seq, "type": event.type, "at": event.at.isoformat().replace("+00:00", "Z"),
         "task_id": event.task_id, "step_id": event.step_id or None, "data": event.data,
@@ -167,7 +168,7 @@ def _take_seq_sql(vendor: str, usage: bool, returning: bool, working_only: bool 
     return f"{sql} RETURNING {column['last_seq']}" if returning else sql
 
 
-def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None, *, working_only: bool = False,
+def _take_seq(cursor: Any, run_id: int, usage: tuple[int, int, Decimal] | None, *, working_only: bool = False,
               owner: str | None = None, count: int = 1, calls: int = 1) -> int:
     """Add ``count`` to the run's ``last_seq`` (and ``calls`` LLM calls' summed usage to its
     totals); the new ``last_seq``, the last of the ``count`` numbers taken.
@@ -178,13 +179,13 @@ def _take_seq(run_id: int, usage: tuple[int, int, Decimal] | None, *, working_on
     """
     # Django has no feature flag for UPDATE … RETURNING; the backends that return columns from
     # an INSERT (SQLite >= 3.35, PostgreSQL) support it on UPDATE too.
-    returning = connection.features.can_return_columns_from_insert
+    db = cursor.db
+    returning = db.features.can_return_columns_from_insert
     owned = working_only and owner is not None
-    sql = _take_seq_sql(connection.vendor, usage is not None, returning, working_only, owned)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [count, *((*usage, calls) if usage else ()), run_id, *([owner] if owned else [])])
-        row = cursor.fetchone() if returning else None
-        updated = cursor.rowcount
+    sql = _take_seq_sql(db.vendor, usage is not None, returning, working_only, owned)
+    cursor.execute(sql, [count, *((*usage, calls) if usage else ()), run_id, *([owner] if owned else [])])
+    row = cursor.fetchone() if returning else None
+    updated = cursor.rowcount
     if working_only and updated == 0 and Run.objects.filter(pk=run_id).exists():
         raise RunNotWorking(f"run {run_id} is not working")
     if not returning:  # the UPDATE holds the row until commit, so this reads our own number
@@ -207,20 +208,18 @@ def _insert_event_sql(vendor: str, returning: bool) -> str:
     return f"{sql} RETURNING {quote(meta.pk.column)}" if returning else sql
 
 
-def _insert_event(event: RunEvent) -> None:
+def _insert_event(cursor: Any, event: RunEvent) -> None:
     """``event.save()`` for a new row, in one prepared statement: the ORM's save builds and
     compiles an InsertQuery for every event of every run. Values go through the fields' own
     ``get_db_prep_save``, as save() does (JSON, datetimes)."""
-    meta = RunEvent._meta
-    params = [meta.get_field(name).get_db_prep_save(getattr(event, meta.get_field(name).attname), connection)
+    meta, db = RunEvent._meta, cursor.db
+    params = [meta.get_field(name).get_db_prep_save(getattr(event, meta.get_field(name).attname), db)
               for name in _EVENT_FIELDS]
-    returning = connection.features.can_return_columns_from_insert
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_event_sql(connection.vendor, returning), params)
-        event.pk = cursor.fetchone()[0] if returning else connection.ops.last_insert_id(
-            cursor, meta.db_table, meta.pk.column)
+    returning = db.features.can_return_columns_from_insert
+    cursor.execute(_insert_event_sql(db.vendor, returning), params)
+    event.pk = cursor.fetchone()[0] if returning else db.ops.last_insert_id(cursor, meta.db_table, meta.pk.column)
     event._state.adding = False
-    event._state.db = connection.alias
+    event._state.db = db.alias
 
 
 def _meaning(run_id: int, type_: str, data: dict[str, Any] | None, task_id: int | None,
@@ -245,18 +244,18 @@ def _llm_call_row(run_id: int, seq: int, data: dict[str, Any], llm_call: dict[st
                       model=str(data.get("model") or "")[:200], **llm_call)
 
 
-def _roll_up(run_id: int, type_: str, data: dict[str, Any], task_id: int | None,
+def _roll_up(cursor: Any, run_id: int, type_: str, data: dict[str, Any], task_id: int | None,
              usage: tuple[int, int, Decimal] | None) -> None:
     """What an event means to its task's row: an LLM call's usage, or the task's new status."""
     if task_id is None:
         return
     if usage is not None:
-        _update_task(connection.vendor, "usage", [*usage, 1, run_id, task_id])  # 1: one more LLM call
+        _update_task(cursor, "usage", [*usage, 1, run_id, task_id])  # 1: one more LLM call
     elif type_ in _TASK_STATUS:
         texts = [data.get(name, "") for name in _TASK_TEXTS[type_]]
         if type_ == "task.started":
             texts = ["", "", None]  # output, error, output_json
-        _update_task(connection.vendor, type_, [_TASK_STATUS[type_], *texts, run_id, task_id])
+        _update_task(cursor, type_, [_TASK_STATUS[type_], *texts, run_id, task_id])
         if "output_json" in data:  # only a task with an output schema: no extra query otherwise
             RunTask.objects.filter(run_id=run_id, task_id_snapshot=task_id).update(output_json=data["output_json"])
 
@@ -274,15 +273,29 @@ def _record(run_id: int, type_: str, data: dict[str, Any] | None = None, *,
     stored beside the event, under the same seq, in the same transaction.
     """
     data, usage = _meaning(run_id, type_, data, task_id)
-    seq = _take_seq(run_id, usage, working_only=working_only, owner=owner)
-    event = RunEvent(
-        run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
-    )
-    _insert_event(event)
-    if llm_call is not None:
-        _insert_rows(RunLLMCall, _LLM_CALL_FIELDS, [_llm_call_row(run_id, seq, data, llm_call)])
-    _roll_up(run_id, type_, data, task_id, usage)
+    with connection.cursor() as cursor:
+        seq = _take_seq(cursor, run_id, usage, working_only=working_only, owner=owner)
+        event = RunEvent(
+            run_id=run_id, seq=seq, type=type_, task_id=task_id, step_id=step_id or "", data=data, at=timezone.now()
+        )
+        _insert_event(cursor, event)
+        if llm_call is not None:
+            _insert_rows(cursor, RunLLMCall, _LLM_CALL_FIELDS, [_llm_call_row(run_id, seq, data, llm_call)])
+        _roll_up(cursor, run_id, type_, data, task_id, usage)
     return event
+
+
+class StoredEvent(NamedTuple):
+    """An event ``record_batch`` stored: its row's values, named as the model's attributes (a
+    model instance for each cost more than storing it)."""
+
+    run_id: int
+    seq: int
+    type: str
+    task_id: int | None
+    step_id: str
+    data: dict[str, Any]
+    at: datetime
 
 
 class NewEvent(NamedTuple):
@@ -296,7 +309,7 @@ class NewEvent(NamedTuple):
 
 
 def record_batch(run_id: int, events: Sequence[NewEvent], *, working_only: bool = False,
-                 owner: str | None = None) -> list[RunEvent]:
+                 owner: str | None = None) -> list[StoredEvent]:
     """``_record`` for events stored together, in the caller's transaction (the engine's, in
     ``crews.sink.RunEventSink`` batches): their seqs and summed usage in one UPDATE, their rows
     in one statement per table, where ``_record`` sends two statements an event (#20). The
@@ -307,19 +320,22 @@ def record_batch(run_id: int, events: Sequence[NewEvent], *, working_only: bool 
     total = None
     if usages:
         total = (sum(u[0] for u in usages), sum(u[1] for u in usages), sum((u[2] for u in usages), Decimal(0)))
-    last = _take_seq(run_id, total, working_only=working_only, owner=owner, count=len(events), calls=len(usages))
-    rows = [
-        RunEvent(run_id=run_id, seq=last - len(events) + n, type=e.type, task_id=e.task_id,
-                 step_id=e.step_id or "", data=data, at=timezone.now())
-        for n, (e, (data, _)) in enumerate(zip(events, meanings, strict=True), start=1)
-    ]
-    _insert_rows(RunEvent, _EVENT_FIELDS, rows)
-    _insert_rows(RunLLMCall, _LLM_CALL_FIELDS, [
-        _llm_call_row(run_id, row.seq, row.data, e.llm_call) for e, row in zip(events, rows, strict=True)
-        if e.llm_call is not None
-    ])
-    for e, (data, usage) in zip(events, meanings, strict=True):
-        _roll_up(run_id, e.type, data, e.task_id, usage)
+    # One cursor for the batch's statements, on the thread's connection itself: through the
+    # ``connection`` proxy, each statement's cursor and attribute cost a look-up of their own.
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        last = _take_seq(cursor, run_id, total, working_only=working_only, owner=owner, count=len(events),
+                         calls=len(usages))
+        rows = [
+            StoredEvent(run_id, last - len(events) + n, e.type, e.task_id, e.step_id or "", data, timezone.now())
+            for n, (e, (data, _)) in enumerate(zip(events, meanings, strict=True), start=1)
+        ]
+        _insert_rows(cursor, RunEvent, _EVENT_FIELDS, rows)
+        _insert_rows(cursor, RunLLMCall, _LLM_CALL_FIELDS, [
+            _llm_call_row(run_id, row.seq, row.data, e.llm_call) for e, row in zip(events, rows, strict=True)
+            if e.llm_call is not None
+        ])
+        for e, (data, usage) in zip(events, meanings, strict=True):
+            _roll_up(cursor, run_id, e.type, data, e.task_id, usage)
     return rows
 
 
@@ -344,15 +360,15 @@ def _insert_rows_sql(vendor: str, model: type[Model], fields: tuple[str, ...]) -
     return f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
 
 
-def _insert_rows(model: type[Model], fields: tuple[str, ...], rows: Sequence[Model]) -> None:
+def _insert_rows(cursor: Any, model: type[Model], fields: tuple[str, ...], rows: Sequence[Any]) -> None:
     """New rows whose pk nobody reads here, in one prepared statement for them all, as
-    ``_insert_event`` prepares its values."""
+    ``_insert_event`` prepares its values: model instances, or anything with their attributes."""
     if not rows:
         return
+    db = cursor.db
     prepared = [model._meta.get_field(name) for name in fields]
-    params = [[field.get_db_prep_save(getattr(row, field.attname), connection) for field in prepared] for row in rows]
-    with connection.cursor() as cursor:
-        cursor.executemany(_insert_rows_sql(connection.vendor, model, fields), params)
+    params = [[field.get_db_prep_save(getattr(row, field.attname), db) for field in prepared] for row in rows]
+    cursor.executemany(_insert_rows_sql(db.vendor, model, fields), params)
 
 
 # The text fields each task event writes besides the status (task.started clears both).
@@ -394,9 +410,8 @@ def _task_update_sql(vendor: str, kind: str) -> str:
     return sql
 
 
-def _update_task(vendor: str, kind: str, params: list[Any]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(_task_update_sql(vendor, kind), params)
+def _update_task(cursor: Any, kind: str, params: list[Any]) -> None:
+    cursor.execute(_task_update_sql(cursor.db.vendor, kind), params)
 
 
 # Inside a run's own hop (``run_hop``): where its services' events go, to be broadcast on the
@@ -418,7 +433,7 @@ def emit_now(run_id: int, type_: str, data: dict[str, Any] | None = None, **kw: 
     return event
 
 
-def emit_together(run_id: int, events: Sequence[NewEvent], *, owner: str | None) -> list[RunEvent]:
+def emit_together(run_id: int, events: Sequence[NewEvent], *, owner: str | None) -> list[StoredEvent]:
     """``emit_now`` for several events stored together (``record_batch``) in the caller's
     transaction, while the run works under ``owner``'s claim (``RunNotWorking`` otherwise)."""
     rows = record_batch(run_id, events, working_only=True, owner=owner)
