@@ -118,6 +118,16 @@ def concurrency_report(figures: ServerFigures, runs: int) -> None:
         "",
     ]
     print(table(rows, headers))
+    # Per CPU (#20): what one CPU-second of the server does, and how many runs at once the CPU
+    # of one process (one interpreter lock) then holds within the target's time.
+    alone, together = statistics.median(figures.cpu_single), statistics.median(figures.cpu_many)
+    window = CONCURRENT_TARGET * ideal
+    print(
+        f"\nPer CPU: {1 / alone:.0f} runs per CPU-second alone, {1 / together:.0f} with {runs} at once; "
+        f"within {CONCURRENT_TARGET} × one run's {ideal:.2f} s, one process's CPU holds "
+        f"{int(window / together)} runs at once at {together * 1000:.0f} ms each (measured: {runs} at once "
+        f"took {ratio:.2f} ×)."
+    )
     bad = [o for o in figures.outcomes if o != "run.succeeded"]
     if bad:
         print(f"!! {len(bad)} runs did not succeed: {sorted(set(bad))}; {figures.first_error}")
