@@ -42,7 +42,7 @@ from crews.realtime import (
     unfollow_deltas,
 )
 from crews.run_view import RunView, crew_plan_steps, plan_key, render_event_html
-from planner_site.prepared import STAND_IN_ID, STAND_IN_ID_2, Prepared
+from planner_site.prepared import STAND_IN_ID, STAND_IN_ID_2, STAND_IN_NUMBER, Prepared
 from planner_site.roles import is_admin
 
 logger = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ _EVENTS_AFTER = Prepared(
     .order_by("seq")
     .values_list(*_EVENT_FIELDS)[:REPLAY_PAGE],
     run=STAND_IN_ID,
-    after=STAND_IN_ID_2,
+    after=STAND_IN_NUMBER,
 )
 
 

@@ -21,7 +21,7 @@ from crews import queue
 from crews.models import PLAN_STEP_ORDER, Crew, Plan, PlanLLMCall, PlanStep, PlanVersion, Run, Task
 from planner_site.budgets import budget_check
 from planner_site.errors import Conflict, NotFound, TooMany
-from planner_site.prepared import STAND_IN_ID, STAND_IN_ID_2, Prepared
+from planner_site.prepared import STAND_IN_ID, STAND_IN_NUMBER, Prepared
 from planner_site.rows import insert_new
 
 MAX_STEP_CHARS = 2_000
@@ -72,7 +72,7 @@ def steps_by_task_key(plan: Plan, number: int) -> dict[str, list[ApprovedStep]]:
 _APPROVED_STEPS = Prepared(
     lambda plan, number: PlanStep.objects.filter(version__plan_id=plan, version__number=number)
     .order_by(*PLAN_STEP_ORDER).values_list("task_id_snapshot", "uid", "text"),
-    plan=STAND_IN_ID, number=STAND_IN_ID_2,
+    plan=STAND_IN_ID, number=STAND_IN_NUMBER,
 )
 
 

@@ -34,6 +34,10 @@ M = TypeVar("M", bound=Model)
 STAND_IN_ID = 987_654_321_001
 STAND_IN_ID_2 = 987_654_321_002
 STAND_IN_TIME = datetime(2001, 2, 3, 4, 5, 6, 789, tzinfo=UTC)
+# For a 32-bit integer column that is not an id (a version number, an event's seq): Django
+# compiles a comparison with a value beyond the column's range on PostgreSQL to no SQL at all
+# (EmptyResultSet), so its stand-in stays within the range.
+STAND_IN_NUMBER = 2_147_480_001
 
 
 class Prepared:
@@ -103,7 +107,10 @@ class Prepared:
         slots: dict[int, str] = {}
         for name, stand_in in self._stand_ins.items():
             prepared = self._prep(stand_in, connection)
-            found = [i for i, p in enumerate(params) if type(p) is type(prepared) and p == prepared]
+            # isinstance: PostgreSQL's backend hands a 32-bit column's value back as psycopg's
+            # Int4 (an int); the real value then goes in as a plain int, as the ORM would send
+            # one beyond that range.
+            found = [i for i, p in enumerate(params) if isinstance(p, type(prepared)) and p == prepared]
             if not found:
                 raise RuntimeError(
                     f"stand-in {name}={stand_in!r} is not among the parameters {params!r}"
