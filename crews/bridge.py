@@ -343,7 +343,8 @@ def record_event(run_id: int, type_: str, data: dict[str, Any] | None = None, **
     """``_record`` in a transaction of its own (a service's event, or one stored alone); inside
     a caller's (a service's state change and its event), in that one, without a savepoint: a
     failure fails the caller's change with it, which no caller goes on from. (Two statements
-    fewer for each of a run's four or more service events.)"""
+    fewer for each of a run's four or more service events.) So a caller that means to go on
+    after ``RunNotWorking`` calls it outside any atomic block of its own."""
     with transaction.atomic(savepoint=False):
         return _record(run_id, type_, data, **kw)
 

@@ -16,6 +16,7 @@ import json
 import math
 import operator
 import re
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -517,12 +518,10 @@ class HttpGet:
         # here on the tool's first use, 47 ms on the event loop every run shares (#20).
         import aiohttp
 
-        from agents.engine.wire import tls
-
         url = str(args["url"]).strip()
         try:
             async with aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=tls()), trust_env=False,
+                connector=aiohttp.TCPConnector(ssl=_web_tls()), trust_env=False,
                 cookie_jar=aiohttp.DummyCookieJar(), timeout=aiohttp.ClientTimeout(total=self.timeout),
             ) as session:
                 for _ in range(_MAX_REDIRECTS + 1):
@@ -534,7 +533,9 @@ class HttpGet:
                                 continue
                             return await self._read(response)
                 raise ToolError(f"too many redirects (more than {_MAX_REDIRECTS})")
-        except (aiohttp.ClientError, ValueError) as exc:  # ValueError: a URL aiohttp cannot send
+        except (aiohttp.InvalidURL, ValueError) as exc:  # a URL that cannot be read or sent: not again
+            raise ToolError(f"not a URL that can be fetched: {exc}") from exc
+        except aiohttp.ClientError as exc:
             raise ToolError(f"request failed: {type(exc).__name__}: {exc}", retryable=True) from exc
         except TimeoutError as exc:
             raise ToolError(f"request timed out after {self.timeout:g}s", retryable=True) from exc
@@ -557,6 +558,18 @@ class HttpGet:
 
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_web_context: ssl.SSLContext | None = None
+
+
+def _web_tls() -> ssl.SSLContext:
+    """Certificates checked against certifi's bundle, always: ``SSL_VERIFY`` and
+    ``SSL_CERT_FILE`` are the LLM paths' settings (a local model server's), not the web's."""
+    global _web_context
+    if _web_context is None:
+        import certifi
+
+        _web_context = ssl.create_default_context(cafile=certifi.where())
+    return _web_context
 
 
 def _charset(declared: str | None) -> str:

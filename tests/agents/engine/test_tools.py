@@ -403,3 +403,28 @@ print(out.splitlines()[0], "httpx" in sys.modules)
     root = Path(__file__).resolve().parents[3]
     done = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["HTTP", "200", "text/plain", "False"], done.stdout + done.stderr
+
+
+def test_http_get_checks_certificates_against_certifi_whatever_the_llm_tls_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SSL_VERIFY=false or an internal SSL_CERT_FILE are set for a local model server: the web
+    tool still checks every certificate against the public bundle."""
+    import ssl
+
+    import certifi
+
+    from agents.engine import tools
+
+    monkeypatch.setenv("SSL_VERIFY", "false")
+    monkeypatch.setenv("SSL_CERT_FILE", "/nonexistent/internal-ca.pem")
+    monkeypatch.setattr(tools, "_web_context", None)
+    context = tools._web_tls()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == ssl.create_default_context(cafile=certifi.where()).cert_store_stats()["x509_ca"]
+
+
+async def test_http_get_a_url_that_cannot_be_sent_fails_once_not_retried() -> None:
+    registry = ToolRegistry(http_allowed_hosts=["127.0.0.1"], http_timeout=2)
+    for url in ("http://127.0.0.1:99999/", "http://[::1/"):
+        with pytest.raises(ToolError) as info:
+            await run_tool(registry, "http_get", url=url)
+        assert info.value.retryable is False, (url, str(info.value))
