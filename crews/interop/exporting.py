@@ -20,9 +20,7 @@ import re
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterable
 from decimal import Decimal
-from itertools import chain
 from typing import IO, Any
 
 import yaml
@@ -183,10 +181,10 @@ def _write(archive: zipfile.ZipFile, path: str, content: bytes) -> None:
 
 
 def crew_export(*, crew: Crew, layout: str = YAML) -> tuple[str, IO[bytes]]:
-    """The crew as a zip of both layouts, ``layout``'s files first (the one an import of this zip
-    reads); returns the zip's file name and the zip, a temporary file at its start (close it to
-    remove it; a response streaming it does). A knowledge file is read from the database only as it
-    is written, so the export holds at most one at a time."""
+    """The crew as a zip of both layouts, ``layout``'s files before the other's (the one an import of
+    this zip reads); returns the zip's file name and the zip, a temporary file at its start (close it
+    to remove it; a response streaming it does). A knowledge file is read from the database only as
+    it is written, so the export holds at most one at a time."""
     agents = sorted(crew.agents.all().select_related("llm", "planning_config__llm"), key=lambda a: (a.name, a.pk))
     tasks = list(crew.tasks.order_by("order", "id").select_related("agent").prefetch_related("context"))
     # An agent doing a task is a member of the crew (services._attach_agent); be safe anyway.
@@ -198,32 +196,37 @@ def crew_export(*, crew: Crew, layout: str = YAML) -> tuple[str, IO[bytes]]:
     agent_data = {agent_keys[a.pk]: _agent(a, agent_keys[a.pk]) for a in agents}
     task_data = {task_keys[t.pk]: _task(t, task_keys[t.pk], agent_keys, task_keys) for t in tasks}
     crew_data = _crew(crew)
-    # Knowledge sources travel as files under knowledge/, listed by their owner; memories do not.
     exported = export_sources([crew, *agents])
-    for owner, entries in exported.listed.items():
-        data = crew_data if owner is crew else agent_data[agent_keys[owner.pk]]
-        data.setdefault(EXTRA, {})["knowledge"] = entries
-
-    classic = [
-        ("config/agents.yaml", _yaml(agent_data)),
-        ("config/tasks.yaml", _yaml(task_data)),
-        ("config/crew.yaml", _yaml(crew_data)),
-    ]
-    jsonc_crew = {"name": crew_data["name"], "agents": list(agent_data),
-                  # A JSONC task's name is its key, which context lists refer to.
-                  "tasks": [{"name": key, **data} for key, data in task_data.items()],
-                  **{k: v for k, v in crew_data.items() if k != "name"}}
-    jsonc = [("crew.jsonc", _jsonc(jsonc_crew))]
-    jsonc += [(f"agents/{key}.jsonc", _jsonc(data)) for key, data in agent_data.items()]
-    knowledge: Iterable[tuple[str, bytes]] = exported.contents()
-    if exported.left_out:  # past the size an import takes: named in a note, never silently dropped
-        knowledge = chain(knowledge, [(LEFT_OUT_FILE, left_out_note(exported.left_out).encode())])
     spooled = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 (the caller closes it)
     try:
         with zipfile.ZipFile(spooled, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path, content in chain(classic + jsonc if layout != JSONC else jsonc + classic, knowledge):
-                _write(archive, path, content)
+            # Knowledge sources travel as files under knowledge/, listed by their owner; memories
+            # do not. The files go first, so a source deleted while they are written is left off
+            # the lists written after them (an import refuses a listed file that is not there).
+            for path, content in exported.contents():
+                if content is None:
+                    exported.drop(path)
+                else:
+                    _write(archive, path, content)
                 del content  # before the next file is read: one in memory at a time
+            if exported.left_out:  # past the size an import takes: named in a note, never silently dropped
+                _write(archive, LEFT_OUT_FILE, left_out_note(exported.left_out).encode())
+            for owner, entries in exported.listed.items():
+                data = crew_data if owner is crew else agent_data[agent_keys[owner.pk]]
+                data.setdefault(EXTRA, {})["knowledge"] = entries
+            classic = [
+                ("config/agents.yaml", _yaml(agent_data)),
+                ("config/tasks.yaml", _yaml(task_data)),
+                ("config/crew.yaml", _yaml(crew_data)),
+            ]
+            jsonc_crew = {"name": crew_data["name"], "agents": list(agent_data),
+                          # A JSONC task's name is its key, which context lists refer to.
+                          "tasks": [{"name": key, **data} for key, data in task_data.items()],
+                          **{k: v for k, v in crew_data.items() if k != "name"}}
+            jsonc = [("crew.jsonc", _jsonc(jsonc_crew))]
+            jsonc += [(f"agents/{key}.jsonc", _jsonc(data)) for key, data in agent_data.items()]
+            for path, text in classic + jsonc if layout != JSONC else jsonc + classic:
+                _write(archive, path, text)
     except BaseException:
         spooled.close()
         raise

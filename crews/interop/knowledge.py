@@ -84,12 +84,21 @@ class ExportedSources:
     files: list[tuple[str, int]]
     left_out: list[tuple[str, str]]
 
-    def contents(self) -> Iterator[tuple[str, bytes]]:
+    def contents(self) -> Iterator[tuple[str, bytes | None]]:
         """Each file's path and content, read one at a time as the zip is written: the files may
-        hold up to ``MAX_KNOWLEDGE_BYTES`` together."""
+        hold up to ``MAX_KNOWLEDGE_BYTES`` together. None for a source deleted since the export
+        began: its file is left out, and ``drop`` takes it off its owner's list."""
         for path, source_id in self.files:
-            content = KnowledgeSource.objects.filter(pk=source_id).values_list("content", flat=True)
-            yield path, bytes(content.first() or b"")  # b"": deleted since the export began
+            content = KnowledgeSource.objects.filter(pk=source_id).values_list("content", flat=True).first()
+            yield path, None if content is None else bytes(content)
+
+    def drop(self, path: str) -> None:
+        """Take the file at ``path`` off its owner's list (its source is gone)."""
+        name = path.removeprefix(f"{FOLDER}/")
+        for owner, entries in list(self.listed.items()):
+            self.listed[owner] = [entry for entry in entries if entry["file"] != name]
+            if not self.listed[owner]:
+                del self.listed[owner]
 
 
 def export_sources(owners: Iterable[Any]) -> ExportedSources:

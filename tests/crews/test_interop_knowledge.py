@@ -82,7 +82,7 @@ def test_an_export_carries_each_source_under_knowledge_listed_by_its_owner_and_n
     archive = zipfile.ZipFile(io.BytesIO(export(client, builder, crew)))
 
     names = archive.namelist()
-    assert names[-2:] == ["knowledge/Timetable.txt", "knowledge/keepers.pdf"]
+    assert names[:2] == ["knowledge/Timetable.txt", "knowledge/keepers.pdf"]  # the lists come after them
     assert archive.read("knowledge/Timetable.txt").decode() == TIMETABLE
     assert archive.read("knowledge/keepers.pdf").startswith(b"%PDF")
     agents = yaml.safe_load(archive.read("config/agents.yaml"))
@@ -96,6 +96,31 @@ def test_an_export_carries_each_source_under_knowledge_listed_by_its_owner_and_n
     assert crew_jsonc["crew_planner"]["knowledge"] == crew_yaml["crew_planner"]["knowledge"]
     everything = b"".join(archive.read(n) for n in names)
     assert b"Visitors like short answers" not in everything  # memories stay behind
+
+
+def test_a_source_deleted_while_the_export_is_written_is_off_its_list_and_the_zip_still_imports(
+    client, builder, crew, monkeypatch, django_capture_on_commit_callbacks
+):
+    from crews.interop import exporting
+
+    real = exporting.export_sources
+
+    def then_deleted(owners):
+        found = real(owners)
+        KnowledgeSource.objects.filter(title="Keepers").delete()  # after the listing, before its file
+        return found
+
+    monkeypatch.setattr(exporting, "export_sources", then_deleted)
+    data = export(client, builder, crew)
+    archive = zipfile.ZipFile(io.BytesIO(data))
+
+    assert "knowledge/keepers.pdf" not in archive.namelist()
+    agents = yaml.safe_load(archive.read("config/agents.yaml"))
+    assert all("knowledge" not in a.get("crew_planner", {}) for a in agents.values())
+    monkeypatch.setattr(exporting, "export_sources", real)
+    response = import_zip(client, builder, data, django_capture_on_commit_callbacks)
+    assert response.status_code == 201, response.content
+    assert [s[:2] for s in sources_of(Crew.objects.get(pk=response.json()["id"]))["crew"]] == [("Timetable", "text")]
 
 
 @pytest.mark.parametrize("fmt", ["crewai-yaml", "crew-jsonc"])
