@@ -39,7 +39,15 @@ from agents.selectors import llm_default, prompt_book
 from agents.services import llm_capabilities_memo
 from agents.tools import registry
 from crews import plans, queue, realtime, runs
-from crews.bridge import NewEvent, RunNotWorking, crew_snapshot, crew_spec, emit_together
+from crews.bridge import (
+    NewEvent,
+    RunNotWorking,
+    _handed_back,
+    _HandedBack,
+    crew_snapshot,
+    crew_spec,
+    emit_together,
+)
 from crews.engine.interpolate import MissingInput
 from crews.engine.kickoff import run_crew
 from crews.engine.planner import CrewPlanError, draft_crew_plan
@@ -113,33 +121,55 @@ def execute(run_id: int, worker_id: str | None = None) -> None:
     The claim names this execution (the worker's id and a nonce): once the run is no longer
     working under that name (the sweep took this worker for dead, say, and the run was resumed
     elsewhere), this execution stops at its next poll or event and never ends the run.
+
+    The claim and the run's start are made here, in the thread every later database hop of the
+    run comes back to, before its event loop takes over: two hops fewer a run (#20). Their
+    events (``run.started``, ``run.planning``) are broadcast from that loop, first.
     """
     base = worker_id or default_worker_id(f"-{threading.get_ident()}")
     owner = f"{base[:90]}#{secrets.token_hex(4)}"
+    later = _HandedBack()
+    bound = _handed_back.set(later)  # the services' events, for the loop to broadcast
+    registered = False
     try:
-        async_to_sync(_claim_and_execute)(run_id, owner)
+        try:
+            claimed = runs.run_claim(run_id=run_id, worker_id=owner)
+            if claimed is None:
+                return
+            token, followers = CancelToken(), DeltaFollowers(run_id)
+            with _active_lock:
+                _active[run_id] = token
+            registered = True
+            remove_hook = on_worker_stop(lambda: token.cancel(SHUTDOWN))
+            if worker_stopping():  # the process was asked to stop while this worker claimed the run
+                token.cancel(SHUTDOWN)
+            begun: _Start | BaseException
+            try:
+                begun = _start(run_id, token, followers)
+            except Exception as exc:  # noqa: BLE001 - ended on the loop, as any failure of the run
+                begun = exc
+        finally:
+            _handed_back.reset(bound)
+            later.closed = True
+        try:
+            async_to_sync(_execute)(run_id, token, owner, followers, begun, list(later))
+        finally:
+            remove_hook()
     finally:
+        if later and not registered:  # refused (a stop asked meanwhile): its run.cancelled still goes out
+            async_to_sync(_broadcast_all)(list(later))
+        if registered:
+            with _active_lock:
+                _active.pop(run_id, None)
         _release_connections()
 
 
-async def _claim_and_execute(run_id: int, owner: str) -> None:
-    """The claim, made from the run's event loop: its ``run.started`` is broadcast on that loop
-    rather than on one made (with its thread) for that one event."""
-    run = await db(runs.run_claim)(run_id=run_id, worker_id=owner)
-    if run is None:
-        return
-    token = CancelToken()
-    with _active_lock:
-        _active[run_id] = token
-    remove_hook = on_worker_stop(lambda: token.cancel(SHUTDOWN))
-    if worker_stopping():  # the process was asked to stop while this worker claimed the run
-        token.cancel(SHUTDOWN)
-    try:
-        await _execute(run_id, token, owner)
-    finally:
-        remove_hook()
-        with _active_lock:
-            _active.pop(run_id, None)
+async def _broadcast_all(payloads: list[tuple[int, Any]]) -> None:
+    for run_id, payload in payloads:
+        try:
+            await realtime.broadcast(run_id, payload)
+        except Exception:  # noqa: BLE001 - the event is stored; a socket reconnect replays it
+            logger.warning("could not broadcast event %s of run %s", payload["seq"], run_id, exc_info=True)
 
 
 class DeltaFollowers:
@@ -293,14 +323,19 @@ def _start(run_id: int, token: CancelToken, followers: DeltaFollowers) -> _Start
     return start
 
 
-async def _execute(run_id: int, token: CancelToken, owner: str) -> None:
-    followers = DeltaFollowers(run_id)
+async def _execute(run_id: int, token: CancelToken, owner: str, followers: DeltaFollowers,
+                   begun: _Start | BaseException, said: list[tuple[int, Any]]) -> None:
+    """The claimed run on its event loop: ``begun`` is what ``_start`` gave (or raised) in the
+    run's thread, ``said`` the events its claim and start stored, broadcast here first."""
+    await _broadcast_all(said)
     watcher = asyncio.ensure_future(_watch(run_id, owner, token, followers))
     finish = db(functools.partial(runs.run_finish, owner=owner))
     start: _Start | None = None
     bound = None
     try:
-        start = await db(_start)(run_id, token, followers)
+        if isinstance(begun, BaseException):
+            raise begun
+        start = begun
         bound = current_sink.set(start.ctx.emit.sink)  # this run's hops store its events first (run_hop)
         if start.agent is not None:
             output = (await run_agent(start.ctx, start.agent, TaskSpec.from_message(start.run.message))).output

@@ -149,6 +149,35 @@ def test_every_event_of_a_run_reaches_its_group_once_in_seq_order(builder: Any, 
         RunEvent.objects.filter(run=run).values_list("type", flat=True))
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_run_stopped_before_its_claim_says_so_to_its_group(builder: Any, monkeypatch: Any) -> None:
+    """The claim is made in the run's thread before its loop: a claim refused because a stop was
+    asked still broadcasts its run.cancelled, and the run never starts."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from crews import realtime
+
+    run = planned_run(builder, monkeypatch)
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(realtime.run_group(run.pk), channel)
+
+    runner.execute(run.pk)
+
+    async def received() -> list[str]:
+        kinds = []
+        while True:
+            try:
+                kinds.append((await asyncio.wait_for(layer.receive(channel), 0.2))["event"]["type"])
+            except TimeoutError:
+                return kinds
+
+    assert async_to_sync(received)() == ["run.cancelled"]
+    assert Run.objects.get(pk=run.pk).status == Run.Status.CANCELLED and runner._active == {}
+
+
 async def _working_run(builder: Any) -> Run:
     crew = await sync_to_async(make_crew)(builder)
     run = await sync_to_async(runs.run_kickoff)(actor=builder, crew=crew, inputs={"topic": "t"}, enqueue=False)

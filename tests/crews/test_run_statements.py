@@ -57,8 +57,9 @@ def test_a_planned_run_stores_approves_and_follows_its_plan_in_one_hop_and_one_t
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED, run.error
     sqls = [q["sql"] for q in queries.captured_queries]
-    # The claim, the start (which sets the run planning), the plan stored approved and followed, the end.
-    assert len(hops) == 4, hops
+    # The plan stored approved and followed, the end; the claim and the start (which sets the run
+    # planning) are made in the run's own thread before its loop takes over (runner.execute).
+    assert hops == ["_store_and_follow", hops[1]] and "run_finish" in hops[1], hops
     assert _service_transactions(sqls) == 4
     plan_sql = [s for s in sqls if '"crews_plan"' in s.split(" WHERE ")[0] and "planstep" not in s]
     assert len(plan_sql) == 1 and plan_sql[0].startswith('INSERT INTO "crews_plan"'), plan_sql
