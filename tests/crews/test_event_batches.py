@@ -9,15 +9,17 @@ import threading
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from agents.engine.events import Event
 from agents.engine.llm import LLMResponse
-from crews import bridge, runner, runs
+from crews import bridge, realtime, runner, runs
 from crews import sink as sink_module
 from crews.models import Run, RunEvent
+from crews.realtime import EventPayload
 from crews.sink import RunEventSink
 from tests.crews.run_helpers import make_crew, planned_run, scripted
 
@@ -114,36 +116,41 @@ def test_a_run_taken_from_its_worker_mid_run_stops_without_another_call(builder:
     assert not RunEvent.objects.filter(run=run, type="task.completed").exists()
 
 
+class _Listener:
+    """A channel in a run's group, as a socket following the run has: what the run broadcast."""
+
+    def __init__(self, run_id: int) -> None:
+        self.layer = get_channel_layer()
+        self.channel = async_to_sync(self.layer.new_channel)()
+        async_to_sync(self.layer.group_add)(realtime.run_group(run_id), self.channel)
+
+    def heard(self) -> list[EventPayload]:
+        """Every event broadcast so far, in the order the group got them."""
+
+        async def drain() -> list[EventPayload]:
+            events = []
+            while True:
+                try:
+                    events.append((await asyncio.wait_for(self.layer.receive(self.channel), 0.2))["event"])
+                except TimeoutError:
+                    return events
+
+        return async_to_sync(drain)()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_every_event_of_a_run_reaches_its_group_once_in_seq_order(builder: Any, monkeypatch: Any) -> None:
     """The engine's batches and the services' own events (run.started, run.planning, run.running,
     run.succeeded: broadcast from the run's loop after their hop) go out in the order stored."""
-    import asyncio
-
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-
-    from crews import realtime
-
     run = planned_run(builder, monkeypatch)
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(realtime.run_group(run.pk), channel)
+    listener = _Listener(run.pk)
     nested: list[Any] = []
     monkeypatch.setattr(bridge, "_broadcast_quietly", lambda *args: nested.append(args))
 
     runner.execute(run.pk)
 
-    async def received() -> list[int]:
-        seqs = []
-        while True:
-            try:
-                seqs.append((await asyncio.wait_for(layer.receive(channel), 0.2))["event"]["seq"])
-            except TimeoutError:
-                return seqs
-
     stored = list(RunEvent.objects.filter(run=run).exclude(type="run.queued").order_by("seq").values_list("seq", flat=True))
-    assert async_to_sync(received)() == stored
+    assert [event["seq"] for event in listener.heard()] == stored
     assert nested == []  # none through a nested async_to_sync from the database thread
     assert {"run.started", "run.planning", "run.running", "run.succeeded"} <= set(
         RunEvent.objects.filter(run=run).values_list("type", flat=True))
@@ -153,28 +160,13 @@ def test_every_event_of_a_run_reaches_its_group_once_in_seq_order(builder: Any, 
 def test_a_run_stopped_before_its_claim_says_so_to_its_group(builder: Any, monkeypatch: Any) -> None:
     """The claim is made in the run's thread before its loop: a claim refused because a stop was
     asked still broadcasts its run.cancelled, and the run never starts."""
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-
-    from crews import realtime
-
     run = planned_run(builder, monkeypatch)
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(realtime.run_group(run.pk), channel)
+    listener = _Listener(run.pk)
 
     runner.execute(run.pk)
 
-    async def received() -> list[str]:
-        kinds = []
-        while True:
-            try:
-                kinds.append((await asyncio.wait_for(layer.receive(channel), 0.2))["event"]["type"])
-            except TimeoutError:
-                return kinds
-
-    assert async_to_sync(received)() == ["run.cancelled"]
+    assert [event["type"] for event in listener.heard()] == ["run.cancelled"]
     assert Run.objects.get(pk=run.pk).status == Run.Status.CANCELLED and runner._active == {}
 
 

@@ -26,8 +26,7 @@ def free_port() -> int:
 
 def test_serve_answers_health_with_its_worker_then_stops_on_sigterm(tmp_path: Path) -> None:
     """It serves at once, says "warming" until its workers have loaded what a run needs (#20)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
-    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(tmp_path))
+    env = _env(tmp_path)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
     port = free_port()
     # Every model through litellm: warming then loads it (2-4 s), which health must report.
@@ -90,8 +89,7 @@ def serve_once(env: dict[str, str]) -> str:
 def test_serve_migrates_and_seeds_a_new_database_and_a_second_start_only_reseeds(tmp_path: Path) -> None:
     """`make run` is serve alone (#15): the first start migrates, the next has nothing to migrate;
     both seed (idempotent), so a dropped or flushed database is whole again on the next start."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
-    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(tmp_path))
+    env = _env(tmp_path)
     first = serve_once(env)
     assert "database migrations…" in first and "Loaded the demo data" in first
     assert "username: admin" in first
@@ -117,19 +115,31 @@ print(crew.pk, token_create(user=user)[1])
 """
 
 
+def _env(var: Path) -> dict[str, str]:
+    """This process's environment for a server on SQLite in ``var`` (no scale-out services)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
+    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(var))
+    return env
+
+
+def _crew_and_token(env: dict[str, str], llm_base: str) -> tuple[str, str]:
+    """A migrated database with ``SETUP``'s one-task crew on the LLM at ``llm_base``: its id and
+    an admin's API token."""
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", SETUP.replace("{base}", llm_base)],
+        cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True,
+    ).stdout.split()
+    return out[-2], out[-1]
+
+
 def test_sigterm_with_a_run_in_flight_leaves_it_interrupted_never_running(tmp_path: Path) -> None:
     from tests.fakes.openai_server import FakeLLMServer, Reply
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
-    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(tmp_path))
+    env = _env(tmp_path)
     with FakeLLMServer() as llm_server:
         llm_server.default = Reply.text("Final Answer: late").after(30)
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
-        out = subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", SETUP.replace("{base}", llm_server.base_url)],
-            cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True,
-        ).stdout.split()
-        crew_id, token = out[-2], out[-1]
+        crew_id, token = _crew_and_token(env, llm_server.base_url)
         port = free_port()
         proc = subprocess.Popen(
             [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "1"],
@@ -173,16 +183,10 @@ def test_runs_of_one_server_share_its_llm_connection_and_it_closes_cleanly_on_si
     kept session is closed when the server stops, without aiohttp's "Unclosed" complaints."""
     from tests.fakes.openai_server import FakeLLMServer, Reply
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
-    env.update(DJANGO_SETTINGS_MODULE="planner_site.settings", PLANNER_VAR_DIR=str(tmp_path))
+    env = _env(tmp_path)
     with FakeLLMServer() as llm_server:
         llm_server.default = Reply.text("Final Answer: a line")
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120)
-        out = subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", SETUP.replace("{base}", llm_server.base_url)],
-            cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True,
-        ).stdout.split()
-        crew_id, token = out[-2], out[-1]
+        crew_id, token = _crew_and_token(env, llm_server.base_url)
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         port = free_port()
         with serving(port, "--workers", "1", env=env) as proc:
