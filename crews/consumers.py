@@ -42,7 +42,14 @@ from crews.realtime import (
     unfollow_deltas,
 )
 from crews.run_view import RunView, crew_plan_steps, plan_key, render_event_html
-from planner_site.prepared import STAND_IN_ID, STAND_IN_ID_2, STAND_IN_NUMBER, Prepared
+from planner_site.prepared import (
+    STAND_IN_ID,
+    STAND_IN_ID_2,
+    STAND_IN_NUMBER,
+    Prepared,
+    column_converters,
+    converted,
+)
 from planner_site.roles import is_admin
 
 logger = logging.getLogger(__name__)
@@ -110,6 +117,7 @@ _RUN_SEEN_BY_ADMIN = Prepared(lambda run: _visible_runs(run), run=STAND_IN_ID)
 _RUN_SEEN_BY = Prepared(_visible_runs, run=STAND_IN_ID, user=STAND_IN_ID_2)
 _EVENT_FIELDS = ("seq", "type", "at", "task_id", "step_id", "data")  # what payload_of reads
 _EventRow = namedtuple("_EventRow", _EVENT_FIELDS)
+_EVENT_COLUMNS = [RunEvent._meta.get_field(name).get_col(RunEvent._meta.db_table) for name in _EVENT_FIELDS]
 _EVENTS_AFTER = Prepared(
     lambda run, after: RunEvent.objects.filter(run=run, seq__gt=after)
     .order_by("seq")
@@ -131,30 +139,13 @@ def _stored_events_sync(run_id: int, after: int, upto: int | None = None) -> lis
     # (it compiled the read and found the converters anew each time): payload_of reads the
     # same attributes off a named row.
     db = connections[DEFAULT_DB_ALIAS]  # the thread's own connection, as Prepared reads it
-    converters = _event_converters(db)
+    converters = column_converters(db, "run event replay", _EVENT_COLUMNS)
     events = []
     for row in _EVENTS_AFTER.rows(run=run_id, after=after):
-        values = list(row)
-        for i, column, convert in converters:
-            values[i] = convert(values[i], column, db)
-        event = _EventRow._make(values)
+        event = _EventRow._make(converted(db, row, converters))
         if upto is None or event.seq <= upto:
             events.append(payload_of(event))
     return events
-
-
-def _event_converters(db: Any) -> list[tuple[int, Any, Any]]:
-    """The converters of ``_EVENT_FIELDS``' columns on the database ``db`` (the datetime and the
-    JSON), found once per connection and kept on it, as ``planner_site.tokens`` keeps its own."""
-    found = db.__dict__.get("_run_event_converters")
-    if found is None:
-        columns = [RunEvent._meta.get_field(name).get_col(RunEvent._meta.db_table) for name in _EVENT_FIELDS]
-        found = db.__dict__["_run_event_converters"] = [
-            (i, column, convert)
-            for i, column in enumerate(columns)
-            for convert in db.ops.get_db_converters(column) + column.get_db_converters(db)
-        ]
-    return found
 
 
 _stored_events = database_sync_to_async(_stored_events_sync)

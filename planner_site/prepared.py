@@ -126,11 +126,38 @@ class Prepared:
         return value
 
 
+def column_converters(db: Any, key: Any, columns: list[Any]) -> list[tuple[int, list[Any], Any]]:
+    """The converters of ``columns`` (index, converters, column, for those that have any) on the
+    connection ``db``, as the ORM finds them for every query: found once per connection and
+    ``key``, and kept on the connection itself, since they hold its ``ops`` (a table keyed by the
+    connection would keep every thread's connection alive)."""
+    kept = db.__dict__.setdefault("_planner_converters", {})
+    found = kept.get(key)
+    if found is None:
+        found = kept[key] = [
+            (i, converters, column) for i, column in enumerate(columns)
+            if (converters := db.ops.get_db_converters(column) + column.get_db_converters(db))
+        ]
+    return found
+
+
+def converted(db: Any, row: Any, converters: list[tuple[int, list[Any], Any]]) -> list[Any]:
+    """``row``'s values converted as the ORM converts them (``column_converters``)."""
+    values = list(row)
+    for i, convert, column in converters:
+        value = values[i]
+        for one in convert:
+            value = one(value, column, db)
+        values[i] = value
+    return values
+
+
 class _Maker:
     """Instances of a model from rows of all its columns in order, converted as the ORM does."""
 
-    def __init__(self, model: type[Model], using: str, converters: list[tuple[int, list[Any], Any]]) -> None:
-        self.model, self.using, self.converters = model, using, converters
+    def __init__(self, model: type[Model], using: str) -> None:
+        self.model, self.using = model, using
+        self.columns = [field.get_col(model._meta.db_table) for field in model._meta.concrete_fields]
 
     @classmethod
     def of(cls, queryset: QuerySet[Any], model: type[Model], using: str) -> _Maker | None:
@@ -141,22 +168,13 @@ class _Maker:
                 or query.deferred_loading[0] or not query.default_cols or query.values_select or query.combinator
                 or query.distinct):  # DISTINCT selects its ORDER BY columns too
             return None
-        connection = connections[using]
-        columns = [field.get_col(model._meta.db_table) for field in model._meta.concrete_fields]
-        found = [(i, connection.ops.get_db_converters(c) + c.get_db_converters(connection), c)
-                 for i, c in enumerate(columns)]  # fmt: skip
-        return cls(model, using, [(i, converters, column) for i, converters, column in found if converters])
+        return cls(model, using)
 
     def make(self, row: tuple[Any, ...]) -> Model:
-        values = list(row)
-        if len(values) != len(self.model._meta.concrete_fields):  # a shape ``of`` did not foresee
-            raise RuntimeError(f"{self.model.__name__}: a row of {len(values)} columns, not all of them")
-        connection = connections[self.using]
-        for i, converters, column in self.converters:
-            value = values[i]
-            for convert in converters:
-                value = convert(value, column, connection)
-            values[i] = value
+        if len(row) != len(self.columns):  # a shape ``of`` did not foresee
+            raise RuntimeError(f"{self.model.__name__}: a row of {len(row)} columns, not all of them")
+        db = connections[self.using]
+        values = converted(db, row, column_converters(db, ("model", self.model), self.columns))
         return self.model.from_db(self.using, None, values)
 
 

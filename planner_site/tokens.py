@@ -11,6 +11,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from planner_site.models import ApiToken, hash_token
+from planner_site.prepared import column_converters, converted
 
 PREFIX = "cp_"
 
@@ -40,26 +41,10 @@ def _lookup_sql(vendor: str) -> tuple[str, tuple[Any, ...], list[int], list[int]
     return sql, columns, list(token["select_fields"]), list(user["select_fields"])
 
 
-def _converters(db: Any, columns: tuple[Any, ...]) -> list[list[Any]]:
-    """The lookup's columns' converters, found once per connection (as much CPU as the rest of
-    the lookup) and kept on the connection itself: they hold its ``ops``, so a table keyed by
-    the connection would keep every thread's connection alive."""
-    found = db.__dict__.get("_token_converters")
-    if found is None:
-        found = db.__dict__["_token_converters"] = [db.ops.get_db_converters(c) + c.get_db_converters(db) for c in columns]
-    return found
-
-
 def _from_row(model: Any, row: list[Any], columns: tuple[Any, ...], indexes: list[int], db: Any) -> Any:
     """The model built from its columns of ``row``, converted as the ORM converts them."""
-    converters = _converters(db, columns)
-    values = []
-    for i in indexes:
-        value, column = row[i], columns[i]
-        for convert in converters[i]:
-            value = convert(value, column, db)
-        values.append(value)
-    return model.from_db(db.alias, [columns[i].target.attname for i in indexes], values)
+    values = converted(db, row, column_converters(db, "token lookup", list(columns)))
+    return model.from_db(db.alias, [columns[i].target.attname for i in indexes], [values[i] for i in indexes])
 
 
 def user_for_token(raw: str) -> Any | None:
