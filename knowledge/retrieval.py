@@ -61,9 +61,20 @@ class RunKnowledge:
 def run_knowledge(*, crew_id: int, user_id: int, run_id: int | None, remembers: bool,
                   agent_ids: Sequence[int]) -> RunKnowledge | None:
     """What a run of the crew reads; None when it has neither sources nor memory (no hook runs)."""
-    has_sources = bool(selectors.readable_source_ids(agent_id=None, crew_id=crew_id)) or (
-        KnowledgeSource.objects.filter(agent_id__in=agent_ids, status=KnowledgeSource.Status.INDEXED).exists()
-    )
+    _crew_remembers, has_sources = _memory_and_sources(crew_id, agent_ids)
+    return _knowledge(crew_id, user_id, run_id, remembers, has_sources)
+
+
+def run_start_knowledge(*, crew_id: int, user_id: int, run_id: int,
+                        agent_ids: Sequence[int]) -> RunKnowledge | None:
+    """``run_knowledge`` for a run of the crew as it starts, with the crew's own memory setting,
+    read in the same query: every run asks both."""
+    remembers, has_sources = _memory_and_sources(crew_id, agent_ids)
+    return _knowledge(crew_id, user_id, run_id, remembers, has_sources)
+
+
+def _knowledge(crew_id: int, user_id: int, run_id: int | None, remembers: bool,
+               has_sources: bool) -> RunKnowledge | None:
     if not has_sources and not remembers:
         return None
     return RunKnowledge(
@@ -73,20 +84,11 @@ def run_knowledge(*, crew_id: int, user_id: int, run_id: int | None, remembers: 
     )
 
 
-def run_start_knowledge(*, crew_id: int, user_id: int, run_id: int,
-                        agent_ids: Sequence[int]) -> RunKnowledge | None:
-    """``run_knowledge`` for a run of the crew as it starts, whether the crew remembers read in
-    the same query as whether it has sources (its own, or its agents'): every run asks both."""
+def _memory_and_sources(crew_id: int, agent_ids: Sequence[int]) -> tuple[bool, bool]:
+    """Whether the crew remembers, and whether it or its agents have indexed sources: one read."""
     row = _start_read(len(agent_ids)).rows(crew=crew_id, **_agent_values(agent_ids))
     remembers, crew_sources, agent_sources = row[0] if row else (False, False, False)
-    has_sources = bool(crew_sources or agent_sources)
-    if not has_sources and not remembers:
-        return None
-    return RunKnowledge(
-        crew_id=crew_id, user_id=user_id, run_id=run_id, remembers=bool(remembers),
-        knowledge_tokens=settings.PLANNER_KNOWLEDGE_TOKENS, memory_tokens=settings.PLANNER_MEMORY_TOKENS,
-        has_sources=has_sources,
-    )
+    return bool(remembers), bool(crew_sources or agent_sources)
 
 
 def _agent_values(agent_ids: Sequence[int]) -> dict[str, int]:
